@@ -1,0 +1,120 @@
+// Vault creation, unlocking and passphrase change: the master-key wrap under Argon2id.
+#include "sigilfs/core/vault.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "file_util.h"
+#include "sigilfs/crypt/aead.h"
+#include "sigilfs/crypt/kdf.h"
+#include "sigilfs/crypt/random.h"
+
+namespace sigilfs::core {
+namespace {
+
+constexpr size_t kMaxConfigSize = 64 * 1024;
+
+std::string ConfigPath(const std::string& dir) { return dir + "/" + kConfigFileName; }
+
+// Fills the KDF fields with a fresh salt and wraps `master_key` under `passphrase`.
+Status WrapMasterKey(ByteSpan master_key, ByteSpan passphrase, const crypt::Argon2Params& kdf,
+                     VaultConfig& config) {
+  config.kdf = kdf;
+  crypt::RandomBytes(config.kdf_salt);
+  SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes kek,
+                           crypt::Argon2id(passphrase, config.kdf_salt, kdf, crypt::kAeadKeySize));
+  SIGILFS_ASSIGN_OR_RETURN(auto aead,
+                           crypt::Aead::Create(crypt::AeadAlgorithm::kAes256Gcm, kek.span()));
+  config.wrap_nonce.assign(aead->nonce_size(), 0);
+  crypt::RandomBytes(config.wrap_nonce);
+  config.wrapped_key.assign(kMasterKeySize + crypt::kAeadTagSize, 0);
+  const std::vector<uint8_t> ad = ConfigAssociatedData(config);
+  MutableByteSpan out(config.wrapped_key);
+  return aead->Seal(config.wrap_nonce, ad, master_key, out.first(kMasterKeySize),
+                    out.last(crypt::kAeadTagSize));
+}
+
+Result<crypt::SecureBytes> UnwrapMasterKey(const VaultConfig& config, ByteSpan passphrase) {
+  SIGILFS_ASSIGN_OR_RETURN(
+      crypt::SecureBytes kek,
+      crypt::Argon2id(passphrase, config.kdf_salt, config.kdf, crypt::kAeadKeySize));
+  SIGILFS_ASSIGN_OR_RETURN(auto aead,
+                           crypt::Aead::Create(crypt::AeadAlgorithm::kAes256Gcm, kek.span()));
+  crypt::SecureBytes master(kMasterKeySize);
+  const std::vector<uint8_t> ad = ConfigAssociatedData(config);
+  ByteSpan wrapped(config.wrapped_key);
+  Status s = aead->Open(config.wrap_nonce, ad, wrapped.first(kMasterKeySize),
+                        wrapped.last(crypt::kAeadTagSize), master.mutable_span());
+  if (s.code() == Code::kAuthFailed) return Status(Code::kWrongPassphrase, "wrong passphrase");
+  if (!s.ok()) return s;
+  return master;
+}
+
+Status CheckEmptyOrCreate(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) == 0) return Status::Ok();
+  if (errno != EEXIST) return Status::FromErrno(errno, "create " + dir);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::FromErrno(errno, "open " + dir);
+  bool empty = true;
+  while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): private DIR stream
+    const std::string_view name = e->d_name;
+    if (name != "." && name != "..") {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  if (!empty) return Status(Code::kNotEmpty, dir + " is not empty");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Vault::Create(const std::string& dir, ByteSpan passphrase, const VaultCreateOptions& opts) {
+  SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(opts.kdf));
+  SIGILFS_RETURN_IF_ERROR(CheckEmptyOrCreate(dir));
+  VaultConfig config;
+  config.cipher = opts.cipher;
+  crypt::SecureBytes master(kMasterKeySize);
+  crypt::RandomBytes(master.mutable_span());
+  SIGILFS_RETURN_IF_ERROR(WrapMasterKey(master.span(), passphrase, opts.kdf, config));
+  // O_EXCL: two concurrent inits of one directory cannot both succeed.
+  return WriteFileAtomic(dir, kConfigFileName, SerializeConfig(config), /*exclusive=*/true);
+}
+
+Result<VaultConfig> Vault::LoadConfig(const std::string& dir) {
+  auto text = ReadSmallFile(ConfigPath(dir), kMaxConfigSize);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound)
+      return Status(Code::kNotFound,
+                    "no vault config " + ConfigPath(dir) +
+                        " (is this a sigilfs vault? create one with 'sigilfs init')");
+    return text.status();
+  }
+  auto config = ParseConfig(*text);
+  if (!config.ok()) return config.status().WithContext(ConfigPath(dir));
+  return config;
+}
+
+Result<std::unique_ptr<Vault>> Vault::Unlock(const std::string& dir, ByteSpan passphrase) {
+  SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir));
+  SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes master, UnwrapMasterKey(config, passphrase));
+  SIGILFS_ASSIGN_OR_RETURN(VolumeKeys keys, DeriveVolumeKeys(master.span()));
+  return std::unique_ptr<Vault>(new Vault(dir, std::move(config), std::move(keys)));
+}
+
+Status Vault::ChangePassphrase(const std::string& dir, ByteSpan old_passphrase,
+                               ByteSpan new_passphrase,
+                               std::optional<crypt::Argon2Params> new_kdf) {
+  SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir));
+  SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes master, UnwrapMasterKey(config, old_passphrase));
+  const crypt::Argon2Params kdf = new_kdf.value_or(config.kdf);
+  SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(kdf));
+  SIGILFS_RETURN_IF_ERROR(WrapMasterKey(master.span(), new_passphrase, kdf, config));
+  // Rename over the old config: a crash leaves either the old or the new one, never neither.
+  return WriteFileAtomic(dir, kConfigFileName, SerializeConfig(config), /*exclusive=*/false);
+}
+
+}  // namespace sigilfs::core
