@@ -62,6 +62,10 @@ bool AbsorbAd(EVP_CIPHER_CTX* ctx, std::span<const ByteSpan> ad, bool encrypt) {
 
 Result<std::vector<uint8_t>> AesSiv::Seal(std::span<const ByteSpan> ad, ByteSpan plaintext) const {
   if (plaintext.size() > INT_MAX) return Status(Code::kInvalidArgument, "SIV input too large");
+  // OpenSSL 3.0's SIV skips a zero-length update and then fails in final; names are never
+  // empty, so an empty message is refused here rather than reported as a library failure.
+  if (plaintext.empty())
+    return Status(Code::kInvalidArgument, "AES-SIV cannot seal an empty message");
   // Names are short and a context holds the key schedule for one call: a fresh context per
   // call keeps this class stateless and thread-safe at a cost that does not matter for names.
   CipherCtxPtr ctx(EVP_CIPHER_CTX_new());
@@ -80,7 +84,8 @@ Result<std::vector<uint8_t>> AesSiv::Seal(std::span<const ByteSpan> ad, ByteSpan
 }
 
 Result<std::vector<uint8_t>> AesSiv::Open(std::span<const ByteSpan> ad, ByteSpan sealed) const {
-  if (sealed.size() < kSivTagSize) return Status(Code::kAuthFailed, "SIV input too short");
+  // Seal never produces a bare tag (see there), so one cannot be authentic.
+  if (sealed.size() <= kSivTagSize) return Status(Code::kAuthFailed, "SIV input too short");
   if (sealed.size() > INT_MAX) return Status(Code::kInvalidArgument, "SIV input too large");
   CipherCtxPtr ctx(EVP_CIPHER_CTX_new());
   const size_t n = sealed.size() - kSivTagSize;

@@ -21,7 +21,8 @@ class AesSiv {
   AesSiv(const AesSiv&) = delete;
   AesSiv& operator=(const AesSiv&) = delete;
 
-  // Each element of `ad` is one associated-data component (RFC 5297 S2V vector).
+  // Each element of `ad` is one associated-data component (RFC 5297 S2V vector). `plaintext`
+  // must not be empty (kInvalidArgument): OpenSSL 3.0 cannot seal an empty message.
   Result<std::vector<uint8_t>> Seal(std::span<const ByteSpan> ad, ByteSpan plaintext) const;
   // `sealed` is SIV || ciphertext; kAuthFailed if it does not verify.
   Result<std::vector<uint8_t>> Open(std::span<const ByteSpan> ad, ByteSpan sealed) const;

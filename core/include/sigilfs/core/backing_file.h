@@ -1,0 +1,66 @@
+// BackingFile: the one interface through which the page layer reaches a cipher file.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "sigilfs/crypt/bytes.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+// An open cipher file. Implementations: POSIX file descriptor (the default), memory (tests),
+// and a fault injector wrapping another (tests of errors).
+// Thread-safety: implementations are safe for concurrent access.
+class BackingFile {
+ public:
+  virtual ~BackingFile() = default;
+  // Reads up to buf.size() bytes at `offset`; fewer only at end of file.
+  virtual Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) = 0;
+  // Writes all of `bufs` contiguously at `offset` (one pwritev where possible), or fails.
+  virtual Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) = 0;
+  virtual Result<uint64_t> Size() = 0;
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual Status Sync(bool data_only) = 0;
+};
+
+// Takes ownership of `fd` (closed on destruction).
+std::unique_ptr<BackingFile> NewPosixBackingFile(int fd);
+
+// Bytes of a memory "file", shareable so a test can reopen the same file.
+struct MemoryFileData {
+  std::mutex mu;
+  std::vector<uint8_t> bytes;  // GUARDED_BY(mu)
+};
+std::unique_ptr<BackingFile> NewMemoryBackingFile(std::shared_ptr<MemoryFileData> data);
+
+// What a fault-injecting backing file does wrong. Counters are in bytes of the wrapped file.
+struct FaultPlan {
+  int64_t write_budget = -1;   // bytes written before writes fail with write_errno (-1: never)
+  int write_errno = 28;        // ENOSPC
+  bool torn_writes = false;    // the failing write stores the part that fits the budget
+  int64_t fail_reads_at = -1;  // a read covering this offset fails with EIO (-1: never)
+  bool fail_sync = false;
+};
+// Wraps `inner`; `plan` may be changed by the test between operations (under its own mutex).
+class FaultyBackingFile : public BackingFile {
+ public:
+  FaultyBackingFile(std::unique_ptr<BackingFile> inner, FaultPlan plan);
+  void set_plan(const FaultPlan& plan);
+  Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override;
+  Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override;
+  Result<uint64_t> Size() override;
+  Status Truncate(uint64_t size) override;
+  Status Sync(bool data_only) override;
+
+ private:
+  std::unique_ptr<BackingFile> inner_;
+  std::mutex mu_;
+  FaultPlan plan_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace sigilfs::core

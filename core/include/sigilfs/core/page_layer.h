@@ -1,0 +1,178 @@
+// The page layer: encrypted file contents in 4 KiB pages, with a bounded plaintext cache,
+// no read-modify-write on full-page overwrites, short-copy detection, read-ahead and batched,
+// parallel write-back. docs/design.md ("Page layer") explains the rules and the lock order.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+
+#include "sigilfs/core/backing_file.h"
+#include "sigilfs/core/format.h"
+#include "sigilfs/core/source.h"
+#include "sigilfs/crypt/aead.h"
+#include "sigilfs/crypt/secure_bytes.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+class ThreadPool;
+
+struct PageLayerOptions {
+  size_t cache_bytes = 64 << 20;  // plaintext cache budget for all open files together
+  size_t readahead_pages = 32;    // pages fetched ahead of a sequential read (one pread)
+  size_t writeback_pages = 256;   // dirty pages that trigger write-back inside a write
+  bool strict_holes = false;      // refuse all-zero pages (EIO) instead of reading zeros
+  bool force_rmw = false;         // benchmark/test switch: always read before writing a page
+  unsigned crypto_threads = 0;    // workers for large batches; 0 = one per core
+};
+
+// What the page layer did, for tests, benchmarks and the daemon's stats file.
+enum class PageCounter : int {
+  kRmwReads,     // partial writes into existing data that read and decrypted the page
+  kRmwSkipped,   // full-page overwrites of existing data that read nothing
+  kShortCopies,  // short copies at write_end into a page that was not read: not committed
+  kPagesEncrypted,
+  kPagesDecrypted,
+  kHolesRead,    // all-zero units read as zeros
+  kResealReads,  // old last pages read back to re-seal them when the file grew
+  kBackingBytesRead,
+  kBackingBytesWritten,
+  kWritebacks,  // write-back batches
+  kCount,
+};
+std::string_view PageCounterName(PageCounter c);
+
+using PageStats = std::array<uint64_t, static_cast<size_t>(PageCounter::kCount)>;
+
+// Atomic counters; a file's are also added to its volume's.
+class PageCounters {
+ public:
+  void Add(PageCounter c, uint64_t n) {
+    v_[static_cast<size_t>(c)].fetch_add(n, std::memory_order_relaxed);
+  }
+  uint64_t Get(PageCounter c) const {
+    return v_[static_cast<size_t>(c)].load(std::memory_order_relaxed);
+  }
+  PageStats Snapshot() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(PageCounter::kCount)> v_{};
+};
+
+class FileContents;
+
+// Per-volume state shared by all open files: content key, options, counters, cache budget and
+// the worker threads for batch encryption.
+// Thread-safety: safe for concurrent access without external synchronization.
+class PageLayer {
+ public:
+  PageLayer(crypt::AeadAlgorithm algorithm, ByteSpan content_key, PageLayerOptions options = {});
+  ~PageLayer();
+  PageLayer(const PageLayer&) = delete;
+  PageLayer& operator=(const PageLayer&) = delete;
+
+  // Opens the contents of one cipher file. `label` names it in error messages.
+  Result<std::unique_ptr<FileContents>> Open(std::unique_ptr<BackingFile> backing,
+                                             std::string label);
+
+  const PageLayerOptions& options() const { return options_; }
+  const PageCounters& counters() const { return counters_; }
+  crypt::AeadAlgorithm algorithm() const { return algorithm_; }
+  const PageGeometry& geometry() const { return geometry_; }
+  size_t cached_pages() const { return cached_pages_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class FileContents;
+  crypt::AeadAlgorithm algorithm_;
+  crypt::SecureBytes content_key_;
+  PageLayerOptions options_;
+  PageGeometry geometry_;
+  PageCounters counters_;
+  std::atomic<size_t> cached_pages_{0};
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// The plaintext contents of one open file. One object per file, shared by all its openers.
+// Thread-safety: safe for concurrent access without external synchronization.
+//
+// Lock order: writeback_mu_ before mu_. writeback_mu_ serializes write-back and truncate (the
+// operations that change the cipher file); mu_ (shared for reads, exclusive for changes)
+// guards size, key and the page map, and is never held across encryption or a large I/O.
+class FileContents {
+ public:
+  ~FileContents();  // writes back what is dirty (best effort: call Flush to see errors)
+  FileContents(const FileContents&) = delete;
+  FileContents& operator=(const FileContents&) = delete;
+
+  uint64_t size() const;
+  // Reads up to out.size() bytes at `offset`; fewer only at end of file.
+  Result<size_t> Read(uint64_t offset, MutableByteSpan out);
+  // Writes up to `length` bytes from `source` at `offset`; returns how many were committed
+  // (fewer only if the source ran dry). Past EOF, the gap reads as zeros.
+  Result<size_t> Write(uint64_t offset, Source& source, size_t length);
+  Result<size_t> Write(uint64_t offset, ByteSpan data);
+  // Changes the size; the new last page is re-sealed, and everything is written back.
+  Status Truncate(uint64_t size);
+  // Writes back every dirty page (encrypting in parallel, one pwritev per contiguous run).
+  Status Flush();
+  // Flush, then fsync/fdatasync the cipher file.
+  Status Sync(bool data_only);
+
+  const PageCounters& counters() const { return counters_; }
+  const std::string& label() const { return label_; }
+
+ private:
+  friend class PageLayer;
+  struct Key;
+  struct Page;
+  struct PageBufferDeleter {
+    void operator()(uint8_t* p) const;  // wipes the plaintext, then frees it
+  };
+  using PageBuffer = std::unique_ptr<uint8_t[], PageBufferDeleter>;
+  static PageBuffer NewPageBuffer();
+  FileContents(PageLayer& layer, std::unique_ptr<BackingFile> backing, std::string label);
+  Status Load();
+
+  void Count(PageCounter c, uint64_t n = 1);
+  Result<std::shared_ptr<const Key>> MakeKey(const FileNonce& nonce) const;
+  Result<std::shared_ptr<const Key>> EnsureKeyLocked();
+  Status LoadPages(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
+                   std::vector<PageBuffer>& out);
+  Status EnsureCachedLocked(uint64_t index);
+  Result<Page*> WriteBegin(uint64_t index, size_t in_page, size_t len, Page& pending);
+  size_t WriteEnd(Page* page, Page& pending, uint64_t index, size_t in_page, size_t len,
+                  size_t copied);
+  Status PreloadPartialPages(uint64_t offset, size_t length);
+  Page& InsertPageLocked(uint64_t index, PageBuffer data, bool dirty);
+  void MarkDirtyLocked(uint64_t index, Page& page);
+  void DropPageLocked(std::map<uint64_t, Page>::iterator it);
+  void EvictLocked();
+  Status WriteBackLocked();  // REQUIRES writeback_mu_
+
+  PageLayer& layer_;
+  std::unique_ptr<BackingFile> backing_;
+  const std::string label_;
+  PageCounters counters_;
+
+  std::mutex writeback_mu_;
+  mutable std::shared_mutex mu_;
+  uint64_t size_ = 0;               // GUARDED_BY(mu_) plaintext size as seen by users
+  uint64_t disk_size_ = 0;          // GUARDED_BY(mu_) plaintext size the cipher file holds
+  bool header_on_disk_ = false;     // GUARDED_BY(mu_)
+  std::shared_ptr<const Key> key_;  // GUARDED_BY(mu_) null until the first write of a new file
+  std::map<uint64_t, Page> pages_;  // GUARDED_BY(mu_)
+  std::set<uint64_t> dirty_;        // GUARDED_BY(mu_)
+  uint64_t generation_ = 0;         // GUARDED_BY(mu_) bumped by truncate
+  uint64_t evictions_ = 0;          // GUARDED_BY(mu_) bumped when clean pages are dropped
+  std::atomic<uint64_t> use_clock_{0};
+  std::atomic<uint64_t> next_sequential_{0};  // where a sequential reader will read next
+};
+
+}  // namespace sigilfs::core

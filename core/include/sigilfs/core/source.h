@@ -1,0 +1,84 @@
+// Source: where the bytes of a write come from (memory, a descriptor or pipe, an iovec).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sigilfs/crypt/bytes.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+// A stream of write data that may deliver fewer bytes than asked (a pipe that has not filled
+// yet, a fault in a user buffer). The page layer copies straight from it into cached pages;
+// after a short copy into a page it did not read, it hands the bytes back with Unread and
+// retries them as a partial write (the write_end rule of docs/design.md).
+// Thread-safety: REQUIRES external synchronization.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Copies up to dst.size() bytes into dst; 0 means nothing more is available now.
+  virtual Result<size_t> Read(MutableByteSpan dst) = 0;
+  // Pushes back the last `n` bytes returned by the latest Read (n <= that count).
+  virtual void Unread(size_t n) = 0;
+};
+
+// Reads from a memory buffer.
+class MemorySource : public Source {
+ public:
+  explicit MemorySource(ByteSpan data) : data_(data) {}
+  Result<size_t> Read(MutableByteSpan dst) override;
+  void Unread(size_t n) override { pos_ -= n; }
+  size_t remaining() const { return data_.size() - pos_; }
+
+ private:
+  ByteSpan data_;
+  size_t pos_ = 0;
+};
+
+// Reads from an iovec array (a FUSE request's buffers, a writev).
+class IovecSource : public Source {
+ public:
+  explicit IovecSource(std::span<const iovec> iov) : iov_(iov.begin(), iov.end()) {}
+  Result<size_t> Read(MutableByteSpan dst) override;
+  void Unread(size_t n) override;
+
+ private:
+  std::vector<iovec> iov_;
+  size_t seg_ = 0;
+  size_t off_ = 0;  // within iov_[seg_]
+};
+
+// Reads from a file descriptor (a pipe, a socket, a file at its current offset), keeping the
+// bytes of the latest Read so they can be pushed back.
+class FdSource : public Source {
+ public:
+  explicit FdSource(int fd) : fd_(fd) {}
+  Result<size_t> Read(MutableByteSpan dst) override;
+  void Unread(size_t n) override;
+
+ private:
+  int fd_;
+  std::vector<uint8_t> pushed_back_;  // delivered again before reading the descriptor
+  std::vector<uint8_t> last_;         // bytes of the latest Read
+};
+
+// Test source: wraps another and cuts reads short following a plan: the i-th Read delivers at
+// most limits[i] bytes (then the plan repeats its last entry, or is unlimited if empty).
+class FaultySource : public Source {
+ public:
+  FaultySource(Source& inner, std::vector<size_t> limits)
+      : inner_(inner), limits_(std::move(limits)) {}
+  Result<size_t> Read(MutableByteSpan dst) override;
+  void Unread(size_t n) override { inner_.Unread(n); }
+
+ private:
+  Source& inner_;
+  std::vector<size_t> limits_;
+  size_t calls_ = 0;
+};
+
+}  // namespace sigilfs::core

@@ -1,0 +1,193 @@
+// BackingFile implementations: POSIX descriptor, memory, and fault injection.
+#include "sigilfs/core/backing_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace sigilfs::core {
+namespace {
+
+size_t TotalSize(std::span<const ByteSpan> bufs) {
+  size_t n = 0;
+  for (ByteSpan b : bufs) n += b.size();
+  return n;
+}
+
+class PosixBackingFile final : public BackingFile {
+ public:
+  explicit PosixBackingFile(int fd) : fd_(fd) {}
+  ~PosixBackingFile() override { ::close(fd_); }
+
+  Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
+    size_t done = 0;
+    while (done < buf.size()) {
+      ssize_t n =
+          ::pread(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "read cipher file");
+      }
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    return done;
+  }
+
+  Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
+    // pwritev takes at most IOV_MAX segments and may write short: loop until all is written.
+    std::vector<iovec> iov;
+    iov.reserve(bufs.size());
+    for (ByteSpan b : bufs)
+      if (!b.empty()) iov.push_back({const_cast<uint8_t*>(b.data()), b.size()});
+    size_t first = 0;
+    while (first < iov.size()) {
+      const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+      ssize_t n = ::pwritev(fd_, iov.data() + first, count, static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(errno, "write cipher file");
+      }
+      offset += static_cast<uint64_t>(n);
+      size_t left = static_cast<size_t>(n);
+      while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+      if (left > 0) {
+        iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<uint64_t> Size() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return Status::FromErrno(errno, "stat cipher file");
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  Status Truncate(uint64_t size) override {
+    while (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      if (errno != EINTR) return Status::FromErrno(errno, "truncate cipher file");
+    }
+    return Status::Ok();
+  }
+
+  Status Sync(bool data_only) override {
+    if ((data_only ? ::fdatasync(fd_) : ::fsync(fd_)) != 0)
+      return Status::FromErrno(errno, "sync cipher file");
+    return Status::Ok();
+  }
+
+ private:
+  int fd_;
+};
+
+class MemoryBackingFile final : public BackingFile {
+ public:
+  explicit MemoryBackingFile(std::shared_ptr<MemoryFileData> data) : data_(std::move(data)) {}
+
+  Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
+    std::lock_guard lock(data_->mu);
+    const auto& b = data_->bytes;
+    if (offset >= b.size()) return size_t{0};
+    const size_t n = std::min<uint64_t>(buf.size(), b.size() - offset);
+    std::memcpy(buf.data(), b.data() + offset, n);
+    return n;
+  }
+
+  Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
+    std::lock_guard lock(data_->mu);
+    auto& b = data_->bytes;
+    const size_t total = TotalSize(bufs);
+    if (offset + total > b.size()) b.resize(offset + total, 0);
+    for (ByteSpan s : bufs) {
+      if (!s.empty()) std::memcpy(b.data() + offset, s.data(), s.size());
+      offset += s.size();
+    }
+    return Status::Ok();
+  }
+
+  Result<uint64_t> Size() override {
+    std::lock_guard lock(data_->mu);
+    return static_cast<uint64_t>(data_->bytes.size());
+  }
+
+  Status Truncate(uint64_t size) override {
+    std::lock_guard lock(data_->mu);
+    data_->bytes.resize(size, 0);
+    return Status::Ok();
+  }
+
+  Status Sync(bool) override { return Status::Ok(); }
+
+ private:
+  std::shared_ptr<MemoryFileData> data_;
+};
+
+}  // namespace
+
+std::unique_ptr<BackingFile> NewPosixBackingFile(int fd) {
+  return std::make_unique<PosixBackingFile>(fd);
+}
+
+std::unique_ptr<BackingFile> NewMemoryBackingFile(std::shared_ptr<MemoryFileData> data) {
+  return std::make_unique<MemoryBackingFile>(std::move(data));
+}
+
+FaultyBackingFile::FaultyBackingFile(std::unique_ptr<BackingFile> inner, FaultPlan plan)
+    : inner_(std::move(inner)), plan_(plan) {}
+
+void FaultyBackingFile::set_plan(const FaultPlan& plan) {
+  std::lock_guard lock(mu_);
+  plan_ = plan;
+}
+
+Result<size_t> FaultyBackingFile::ReadAt(MutableByteSpan buf, uint64_t offset) {
+  {
+    std::lock_guard lock(mu_);
+    if (plan_.fail_reads_at >= 0 && static_cast<uint64_t>(plan_.fail_reads_at) >= offset &&
+        static_cast<uint64_t>(plan_.fail_reads_at) < offset + buf.size())
+      return Status::FromErrno(EIO, "read cipher file (injected)");
+  }
+  return inner_->ReadAt(buf, offset);
+}
+
+Status FaultyBackingFile::WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) {
+  std::lock_guard lock(mu_);
+  const size_t total = TotalSize(bufs);
+  if (plan_.write_budget < 0 || static_cast<uint64_t>(plan_.write_budget) >= total) {
+    if (plan_.write_budget >= 0) plan_.write_budget -= static_cast<int64_t>(total);
+    return inner_->WriteAt(bufs, offset);
+  }
+  if (plan_.torn_writes && plan_.write_budget > 0) {
+    // Store the prefix that fits, as a disk that fills up mid-write does.
+    std::vector<ByteSpan> part;
+    size_t left = static_cast<size_t>(plan_.write_budget);
+    for (ByteSpan b : bufs) {
+      if (left == 0) break;
+      part.push_back(b.first(std::min(left, b.size())));
+      left -= part.back().size();
+    }
+    SIGILFS_RETURN_IF_ERROR(inner_->WriteAt(part, offset));
+  }
+  plan_.write_budget = 0;
+  return Status::FromErrno(plan_.write_errno, "write cipher file (injected)");
+}
+
+Result<uint64_t> FaultyBackingFile::Size() { return inner_->Size(); }
+Status FaultyBackingFile::Truncate(uint64_t size) { return inner_->Truncate(size); }
+
+Status FaultyBackingFile::Sync(bool data_only) {
+  {
+    std::lock_guard lock(mu_);
+    if (plan_.fail_sync) return Status::FromErrno(EIO, "sync cipher file (injected)");
+  }
+  return inner_->Sync(data_only);
+}
+
+}  // namespace sigilfs::core

@@ -1,0 +1,38 @@
+// Internal: a fixed pool of worker threads for splitting one batch (pages to seal or open)
+// across cores; the calling thread works on the batch too.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sigilfs::core {
+
+// Thread-safety: safe for concurrent access without external synchronization.
+class ThreadPool {
+ public:
+  // `workers` helper threads (0: none; every batch then runs on the caller).
+  explicit ThreadPool(unsigned workers);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), at least `min_chunk` items per
+  // chunk, and returns when all have run.
+  void ParallelFor(size_t n, size_t min_chunk, const std::function<void(size_t, size_t)>& fn);
+
+ private:
+  void WorkerLoop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace sigilfs::core

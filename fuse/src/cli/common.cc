@@ -1,0 +1,25 @@
+// Helpers shared by the subcommands: error reporting and passphrase options.
+#include <cstdio>
+
+#include "commands.h"
+
+namespace sigilfs::cli {
+
+int Fail(const Status& status) {
+  // A wrong passphrase is not a malfunction: say exactly that and nothing more.
+  const std::string text =
+      status.code() == Code::kWrongPassphrase ? status.message() : status.ToString();
+  std::fprintf(stderr, "sigilfs: %s\n", text.c_str());
+  return 1;
+}
+
+void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const std::string& prefix,
+                          const std::string& what) {
+  auto* file = cmd.add_option("--" + prefix + "passfile", source.passfile,
+                              "Read the " + what + " from the first line of this file");
+  auto* ext = cmd.add_option("--" + prefix + "extpass", source.extpass,
+                             "Run this command and read the " + what + " from its output");
+  file->excludes(ext);
+}
+
+}  // namespace sigilfs::cli

@@ -1,0 +1,148 @@
+// `sigilfs init`, `sigilfs passwd` and `sigilfs info`: creating and managing a vault's config.
+#include <fmt/core.h>
+
+#include <memory>
+
+#include "commands.h"
+#include "sigilfs/core/format.h"
+#include "sigilfs/core/vault.h"
+
+namespace sigilfs::cli {
+namespace {
+
+using crypt::Argon2Params;
+
+// "256 MiB", or "8 KiB" for the test preset.
+std::string MemoryText(uint64_t bytes) {
+  return bytes >= (1u << 20) ? fmt::format("{} MiB", bytes >> 20)
+                             : fmt::format("{} KiB", bytes >> 10);
+}
+
+struct KdfOptions {
+  std::string preset;
+  uint64_t opslimit = 0;
+  uint64_t memlimit_mib = 0;
+};
+
+void AddKdfOptions(CLI::App& cmd, KdfOptions& o, const std::string& default_preset) {
+  o.preset = default_preset;
+  cmd.add_option("--kdf", o.preset, "Argon2id cost preset: interactive, moderate, sensitive, test")
+      ->capture_default_str();
+  cmd.add_option("--kdf-opslimit", o.opslimit, "Argon2id passes (overrides the preset)");
+  cmd.add_option("--kdf-memlimit-mib", o.memlimit_mib,
+                 "Argon2id memory in MiB (overrides the preset)");
+}
+
+Result<Argon2Params> ResolveKdf(const KdfOptions& o) {
+  SIGILFS_ASSIGN_OR_RETURN(crypt::KdfPreset preset, crypt::ParseKdfPreset(o.preset));
+  Argon2Params p = crypt::Argon2ParamsFor(preset);
+  if (o.opslimit != 0) p.opslimit = o.opslimit;
+  if (o.memlimit_mib != 0) p.memlimit = o.memlimit_mib << 20;
+  SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(p));
+  return p;
+}
+
+struct InitOptions {
+  std::string dir;
+  std::string cipher = "aes-256-gcm";
+  KdfOptions kdf;
+  fuse::PassphraseSource pass;
+};
+
+int RunInit(const InitOptions& o) {
+  auto kdf = ResolveKdf(o.kdf);
+  if (!kdf.ok()) return Fail(kdf.status());
+  auto cipher = crypt::ParseAeadAlgorithm(o.cipher);
+  if (!cipher.ok()) return Fail(cipher.status());
+  auto pass = fuse::ReadPassphrase(o.pass, "New passphrase", fuse::PromptMode::kNew);
+  if (!pass.ok()) return Fail(pass.status());
+  core::VaultCreateOptions opts;
+  opts.cipher = *cipher;
+  opts.kdf = *kdf;
+  if (Status s = core::Vault::Create(o.dir, pass->span(), opts); !s.ok()) return Fail(s);
+  fmt::print("Created a sigilfs vault in {} ({}, Argon2id {} passes / {}).\n", o.dir, o.cipher,
+             kdf->opslimit, MemoryText(kdf->memlimit));
+  fmt::print("Keep the passphrase safe: without it the data cannot be recovered.\n");
+  return 0;
+}
+
+struct PasswdOptions {
+  std::string dir;
+  KdfOptions kdf;
+  bool change_kdf = false;
+  fuse::PassphraseSource old_pass;
+  fuse::PassphraseSource new_pass;
+};
+
+int RunPasswd(const PasswdOptions& o) {
+  std::optional<Argon2Params> kdf;
+  if (o.change_kdf) {
+    auto k = ResolveKdf(o.kdf);
+    if (!k.ok()) return Fail(k.status());
+    kdf = *k;
+  }
+  // Check the config before asking anything, so a typo in the path fails fast.
+  if (auto config = core::Vault::LoadConfig(o.dir); !config.ok()) return Fail(config.status());
+  auto old_pass =
+      fuse::ReadPassphrase(o.old_pass, "Current passphrase", fuse::PromptMode::kExisting);
+  if (!old_pass.ok()) return Fail(old_pass.status());
+  auto new_pass = fuse::ReadPassphrase(o.new_pass, "New passphrase", fuse::PromptMode::kNew);
+  if (!new_pass.ok()) return Fail(new_pass.status());
+  if (Status s = core::Vault::ChangePassphrase(o.dir, old_pass->span(), new_pass->span(), kdf);
+      !s.ok())
+    return Fail(s);
+  fmt::print("Passphrase changed; the data was not touched.\n");
+  return 0;
+}
+
+int RunInfo(const std::string& dir) {
+  auto c = core::Vault::LoadConfig(dir);
+  if (!c.ok()) return Fail(c.status());
+  const size_t nonce = crypt::AeadNonceSize(c->cipher);
+  fmt::print("vault:        {}\n", dir);
+  fmt::print("format:       sigilfs vault version {}, file format version {}\n", c->version,
+             core::kFileFormatVersion);
+  fmt::print("contents:     {}, {}-byte pages, {}-byte nonce + {}-byte tag per page\n",
+             crypt::AeadAlgorithmName(c->cipher), c->page_size, nonce, crypt::kAeadTagSize);
+  fmt::print("names:        aes-256-siv, unpadded base64url\n");
+  fmt::print("key wrap:     aes-256-gcm under Argon2id({} passes, {})\n", c->kdf.opslimit,
+             MemoryText(c->kdf.memlimit));
+  return 0;
+}
+
+}  // namespace
+
+void RegisterVaultCommands(CLI::App& app, Action& action) {
+  {
+    auto o = std::make_shared<InitOptions>();
+    auto* cmd = app.add_subcommand("init", "Create a new vault in an empty (or new) directory");
+    cmd->add_option("CIPHERDIR", o->dir, "Directory that will hold the encrypted files")
+        ->required();
+    cmd->add_option("--cipher", o->cipher, "Page cipher: aes-256-gcm or xchacha20-poly1305")
+        ->capture_default_str();
+    AddKdfOptions(*cmd, o->kdf, "moderate");
+    AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
+    cmd->callback([&action, o] { action = [o] { return RunInit(*o); }; });
+  }
+  {
+    auto o = std::make_shared<PasswdOptions>();
+    auto* cmd = app.add_subcommand("passwd", "Change a vault's passphrase (data is not rewritten)");
+    cmd->add_option("CIPHERDIR", o->dir, "The vault's cipher directory")->required();
+    AddKdfOptions(*cmd, o->kdf, "moderate");
+    AddPassphraseOptions(*cmd, o->old_pass, "", "current passphrase");
+    AddPassphraseOptions(*cmd, o->new_pass, "new-", "new passphrase");
+    cmd->callback([&action, o, cmd] {
+      o->change_kdf =
+          cmd->count("--kdf") + cmd->count("--kdf-opslimit") + cmd->count("--kdf-memlimit-mib") > 0;
+      action = [o] { return RunPasswd(*o); };
+    });
+  }
+  {
+    auto dir = std::make_shared<std::string>();
+    auto* cmd = app.add_subcommand("info", "Show a vault's parameters (never key material)");
+    cmd->add_option("CIPHERDIR", *dir, "The vault's cipher directory")->required();
+    cmd->callback([&action, dir] { action = [dir] { return RunInfo(*dir); }; });
+  }
+}
+
+}  // namespace sigilfs::cli

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# README command 2: install what is needed, build, and run the whole test suite through CTest.
+#   test.sh                 the default suite (optimised build, in build/)
+#   test.sh --sanitize=address|thread   the suite under ASan+UBSan or TSan (build-asan/, build-tsan/)
+#   test.sh --werror        treat compiler warnings as errors (CI does)
+#   test.sh --long          also the long stress runs (CTest label 'long'; SIGILFS_LONG=1)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+cmake_opts=()
+ctest_opts=(-LE long)
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize=address) build=$top/build-asan; cmake_opts+=(-DSIGILFS_ASAN=ON) ;;
+    --sanitize=thread) build=$top/build-tsan; cmake_opts+=(-DSIGILFS_TSAN=ON) ;;
+    --werror) cmake_opts+=(-DSIGILFS_WERROR=ON) ;;
+    --long) ctest_opts=(); export SIGILFS_LONG=1 ;;
+    *) echo "test.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+"$top/scripts/install-deps.sh"
+"$top/scripts/build.sh" "$build" "${cmake_opts[@]}"
+cd "$build"
+ctest --output-on-failure --timeout 900 -j"$(nproc)" "${ctest_opts[@]}"

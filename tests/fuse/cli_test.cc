@@ -1,0 +1,161 @@
+// End-to-end tests of the sigilfs command: init, passwd, info, demo and their refusals.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sigilfs/core/config.h"
+#include "test_support/process.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs {
+namespace {
+
+namespace fs = std::filesystem;
+using test::ProcessResult;
+using test::RunProcess;
+
+class CliTest : public ::testing::Test {
+ protected:
+  ProcessResult Sigilfs(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), SIGILFS_BINARY);
+    return RunProcess(args, input);
+  }
+  std::string PassFile(const std::string& name, const std::string& contents) {
+    const fs::path p = tmp_.path() / name;
+    std::ofstream(p) << contents;
+    return p.string();
+  }
+  std::string Vault() const { return (tmp_.path() / "vault").string(); }
+  std::string Config() const { return Vault() + "/" + core::kConfigFileName; }
+  ProcessResult Init(const std::string& pass = "hunter2\n") {
+    return Sigilfs({"init", Vault(), "--kdf", "test", "--passfile", PassFile("pw", pass)});
+  }
+
+  test::TempDir tmp_;
+};
+
+TEST_F(CliTest, InitThenInfo) {
+  ProcessResult r = Init();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(Config()));
+  r = Sigilfs({"info", Vault()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("aes-256-gcm"), std::string::npos);
+  EXPECT_NE(r.out.find("Argon2id(1 passes, 8 KiB)"), std::string::npos);
+  EXPECT_EQ(r.out.find("ciphertext"), std::string::npos);  // no key material, wrapped or not
+}
+
+TEST_F(CliTest, InitWithXChaChaAndExtpass) {
+  ProcessResult r = Sigilfs({"init", Vault(), "--kdf", "test", "--cipher", "xchacha20-poly1305",
+                             "--extpass", "echo from-a-program"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Sigilfs({"info", Vault()});
+  EXPECT_NE(r.out.find("xchacha20-poly1305, 4096-byte pages, 24-byte nonce"), std::string::npos);
+  // The extpass passphrase works for passwd too; a failing program is an error, not a passphrase.
+  r = Sigilfs({"passwd", Vault(), "--extpass", "echo from-a-program", "--new-extpass", "false"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--extpass program failed"), std::string::npos);
+}
+
+TEST_F(CliTest, PassphraseFromStandardInput) {
+  ProcessResult r = Sigilfs({"init", Vault(), "--kdf", "test"}, "typed-in\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Sigilfs({"passwd", Vault(), "--new-passfile", PassFile("n", "next")}, "typed-in\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(CliTest, WrongPassphraseIsOneLineExitOneAndWritesNothing) {
+  ASSERT_EQ(Init().exit_code, 0);
+  const std::string before = test::ReadAll(Config());
+  ProcessResult r = Sigilfs({"passwd", Vault(), "--passfile", PassFile("bad", "nope"),
+                             "--new-passfile", PassFile("new", "new")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: wrong passphrase\n");
+  EXPECT_EQ(test::ReadAll(Config()), before);
+}
+
+TEST_F(CliTest, PasswdRewrapsAndOldPassphraseStopsWorking) {
+  ASSERT_EQ(Init().exit_code, 0);
+  ProcessResult r = Sigilfs({"passwd", Vault(), "--passfile", PassFile("pw", "hunter2"),
+                             "--new-passfile", PassFile("new", "correct horse")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Sigilfs({"passwd", Vault(), "--passfile", PassFile("pw", "hunter2"), "--new-passfile",
+               PassFile("x", "x")});
+  EXPECT_EQ(r.err, "sigilfs: wrong passphrase\n");
+  r = Sigilfs({"passwd", Vault(), "--passfile", PassFile("new", "correct horse"), "--new-passfile",
+               PassFile("x", "x"), "--kdf", "test", "--kdf-opslimit", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(Sigilfs({"info", Vault()}).out.find("Argon2id(2 passes"), std::string::npos);
+}
+
+TEST_F(CliTest, InitRefusesNonEmptyDirectory) {
+  fs::create_directory(Vault());
+  std::ofstream(Vault() + "/precious") << "data";
+  ProcessResult r = Init();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is not empty"), std::string::npos);
+  EXPECT_EQ(test::ReadAll(Vault() + "/precious"), "data");
+  EXPECT_FALSE(fs::exists(Config()));
+}
+
+TEST_F(CliTest, DamagedConfigsAreNamed) {
+  ASSERT_EQ(Init().exit_code, 0);
+  const std::string good = test::ReadAll(Config());
+  struct Case {
+    std::string contents;
+    std::string expect;
+  } cases[] = {
+      {good.substr(0, good.size() / 3), "not valid JSON"},
+      {"", "the file is empty"},
+      {"hello", "not valid JSON"},
+      {std::string(good).replace(good.find("\"version\": 1"), 12, "\"version\": 9"),
+       "vault format version 9 is not supported"},
+      {std::string(good).replace(good.find("\"opslimit\": 1"), 13, "\"opslimit\": 2"),
+       "checksum mismatch"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(Config(), std::ios::trunc) << c.contents;
+    for (const char* cmd : {"info", "passwd"}) {
+      ProcessResult r = Sigilfs({cmd, Vault(), "--passfile", PassFile("pw", "hunter2"),
+                                 "--new-passfile", PassFile("n", "n")});
+      if (std::string(cmd) == "info") r = Sigilfs({"info", Vault()});
+      EXPECT_EQ(r.exit_code, 1) << cmd << " " << c.expect;
+      EXPECT_NE(r.err.find(c.expect), std::string::npos) << cmd << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+  fs::remove(Config());
+  ProcessResult r = Sigilfs({"info", Vault()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no vault config"), std::string::npos);
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Sigilfs({}).exit_code, 2);
+  EXPECT_EQ(Sigilfs({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(Sigilfs({"init"}).exit_code, 2);
+  EXPECT_EQ(Sigilfs({"init", Vault(), "--passfile", "a", "--extpass", "b"}).exit_code, 2);
+  EXPECT_EQ(Sigilfs({"--help"}).exit_code, 0);
+  ProcessResult r =
+      Sigilfs({"init", Vault(), "--kdf", "extreme", "--passfile", PassFile("p", "p")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown KDF preset"), std::string::npos);
+}
+
+TEST_F(CliTest, EmptyPassphraseIsRefused) {
+  ProcessResult r = Init("\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("empty passphrase"), std::string::npos);
+  EXPECT_FALSE(fs::exists(Config()));
+}
+
+TEST_F(CliTest, DemoRuns) {
+  ProcessResult r = Sigilfs({"demo", "--dir", tmp_.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sigilfs: wrong passphrase"), std::string::npos);
+  EXPECT_NE(r.out.find("Demo finished"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sigilfs
