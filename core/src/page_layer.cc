@@ -1,10 +1,12 @@
 // The page layer: cached plaintext pages over sealed units, with the write_begin/write_end
-// rules, read-ahead and batched parallel write-back described in docs/design.md.
+// rules, read-ahead, direct (uncached) large I/O and batched parallel write-back described in
+// docs/design.md.
 #include "sigilfs/core/page_layer.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include "sigilfs/core/keys.h"
@@ -14,11 +16,55 @@
 namespace sigilfs::core {
 namespace {
 
-// Below this many pages a batch is sealed or opened on the calling thread: waking workers
-// costs more than a few microseconds of AES-GCM.
-constexpr size_t kParallelMinPages = 32;
+// Large batches are cut into pieces of this many pages, each read-and-opened or
+// sealed-and-written by whichever thread is free, so one core's AES overlaps the other's
+// copy into or out of the kernel.
+constexpr size_t kPiecePages = 32;
+// Runs of at least this many whole pages are read and written past the cache: sealed straight
+// from the caller's buffer, opened straight into it. Smaller or partial I/O uses the cache.
+constexpr size_t kDirectMinPages = 16;
 // Largest plaintext size: keeps every cipher offset inside off_t.
 constexpr uint64_t kMaxFileSize = uint64_t{1} << 62;
+
+// Recycles page buffers: one malloc/free per cached page was a tenth of the write path.
+// Buffers are wiped before they are pooled or freed.
+class PageBufferPool {
+ public:
+  static PageBufferPool& Get() {
+    static PageBufferPool pool;
+    return pool;
+  }
+  uint8_t* Take() {
+    {
+      std::lock_guard lock(mu_);
+      if (!free_.empty()) {
+        uint8_t* p = free_.back();
+        free_.pop_back();
+        return p;
+      }
+    }
+    return new uint8_t[kPageSize];
+  }
+  void Give(uint8_t* p) {
+    crypt::SecureWipe({p, kPageSize});
+    {
+      std::lock_guard lock(mu_);
+      if (free_.size() < kMaxPooled) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    delete[] p;
+  }
+  ~PageBufferPool() {
+    for (uint8_t* p : free_) delete[] p;
+  }
+
+ private:
+  static constexpr size_t kMaxPooled = 2048;  // 8 MiB
+  std::mutex mu_;
+  std::vector<uint8_t*> free_;
+};
 
 }  // namespace
 
@@ -76,12 +122,11 @@ struct FileContents::Page {
 };
 
 void FileContents::PageBufferDeleter::operator()(uint8_t* p) const {
-  crypt::SecureWipe({p, kPageSize});
-  delete[] p;
+  PageBufferPool::Get().Give(p);
 }
 
 FileContents::PageBuffer FileContents::NewPageBuffer() {
-  return PageBuffer(new uint8_t[kPageSize]);
+  return PageBuffer(PageBufferPool::Get().Take());
 }
 
 PageLayer::PageLayer(crypt::AeadAlgorithm algorithm, ByteSpan content_key, PageLayerOptions options)
@@ -158,48 +203,59 @@ uint64_t FileContents::size() const {
   return size_;
 }
 
-// Fetches pages [first, first+count) as the cipher file holds them when its plaintext size is
-// `disk_size`: one read for the run, then the units opened (in parallel for long runs). Pages
-// past disk_size are zeros without I/O. An all-zero unit is a hole, unless strict mode is on or
-// it is the last unit (which sigilfs always seals for real). On failure `out` keeps the pages
-// before the first bad one, so read-ahead past a damaged page does not fail the read.
+// Fetches pages [first, first+count) into dest[i] (kPageSize bytes each) as the cipher file
+// holds them when its plaintext size is `disk_size`: one read for the run, then the units opened
+// (pieces read and opened in parallel for long runs). Pages past disk_size are zeros without I/O.
+// An all-zero unit is a hole, unless strict mode is on or it is the last unit (which sigilfs always
+// seals for real). `good` tells how many leading pages were verified: on failure the rest must not
+// be used, and read-ahead past a damaged page does not fail the pages before it.
 Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
-                               std::vector<PageBuffer>& out) {
-  // Pages are built here and handed to `out` only once verified: on any failure `out` never
-  // holds a page that was not decrypted and checked.
-  out.clear();
-  std::vector<PageBuffer> pages;
-  for (size_t i = 0; i < count; ++i) pages.push_back(NewPageBuffer());
+                               std::span<uint8_t* const> dest, size_t& good) {
+  good = 0;
   const PageGeometry& g = layer_.geometry_;
   const uint64_t disk_pages = PageGeometry::PageCount(disk_size);
   const uint64_t disk_end = std::min<uint64_t>(first + count, disk_pages);
   const size_t on_disk = disk_end > first ? static_cast<size_t>(disk_end - first) : 0;
-  for (size_t i = on_disk; i < count; ++i) std::memset(pages[i].get(), 0, kPageSize);
+  for (size_t i = on_disk; i < count; ++i) std::memset(dest[i], 0, kPageSize);
   if (on_disk == 0) {
-    out = std::move(pages);
+    good = count;
     return Status::Ok();
   }
   if (key == nullptr) return Status(Code::kInternal, label_ + ": no key for stored pages");
 
   const uint64_t start = g.UnitOffset(first);
   const uint64_t end = disk_end == disk_pages ? g.CipherSize(disk_size) : g.UnitOffset(disk_end);
-  std::vector<uint8_t> cipher(end - start);
-  auto got = backing_->ReadAt(cipher, start);
-  if (!got.ok()) return got.status().WithContext(label_);
-  Count(PageCounter::kBackingBytesRead, *got);
-  if (*got < cipher.size())
-    return Status(Code::kCorrupt, label_ + ": cipher file shorter than its size says");
-
+  // Uninitialized on purpose: a zero-filled vector cost a memset of every byte about to be read.
+  const size_t cipher_size = static_cast<size_t>(end - start);
+  std::unique_ptr<uint8_t[]> cipher_buf(new uint8_t[cipher_size]);
+  const MutableByteSpan cipher(cipher_buf.get(), cipher_size);
   std::vector<Status> results(on_disk);
-  std::atomic<uint64_t> holes{0};
-  layer_.pool_->ParallelFor(on_disk, kParallelMinPages, [&](size_t b, size_t e) {
+  std::atomic<uint64_t> holes{0}, bytes{0};
+  const size_t pieces = std::max<size_t>(1, on_disk / kPiecePages);
+  const size_t per_piece = (on_disk + pieces - 1) / pieces;
+  layer_.pool_->ForEachDynamic(pieces, [&](size_t piece) {
+    const size_t b = piece * per_piece, e = std::min(on_disk, b + per_piece);
+    const size_t from = b * g.unit_size();
+    const size_t to = e == on_disk ? cipher.size() : e * g.unit_size();
+    auto got = backing_->ReadAt(cipher.subspan(from, to - from), start + from);
+    Status fail;
+    if (!got.ok()) {
+      fail = got.status();
+    } else {
+      bytes.fetch_add(*got, std::memory_order_relaxed);
+      if (*got < to - from) fail = Status(Code::kCorrupt, "cipher file shorter than its size says");
+    }
     for (size_t i = b; i < e; ++i) {
+      if (!fail.ok()) {
+        results[i] = fail;
+        continue;
+      }
       const uint64_t index = first + i;
       const bool last = index + 1 == disk_pages;
       const size_t plain_len =
           last ? static_cast<size_t>(disk_size - index * kPageSize) : kPageSize;
       ByteSpan unit(cipher.data() + i * g.unit_size(), plain_len + g.overhead());
-      uint8_t* page = pages[i].get();
+      uint8_t* page = dest[i];
       if (IsAllZero(unit)) {
         if (layer_.options_.strict_holes || last) {
           results[i] = Status(Code::kCorrupt, "page is all zeros");
@@ -213,17 +269,32 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
       std::memset(page + plain_len, 0, kPageSize - plain_len);
     }
   });
+  Count(PageCounter::kBackingBytesRead, bytes.load());
   Count(PageCounter::kHolesRead, holes.load());
   Count(PageCounter::kPagesDecrypted, on_disk - holes.load());
   for (size_t i = 0; i < on_disk; ++i) {
     if (!results[i].ok()) {
-      pages.resize(i);  // the good prefix; the rest is wiped as it is freed
-      out = std::move(pages);
+      good = i;
       return results[i].WithContext(label_ + ": page " + std::to_string(first + i));
     }
   }
-  out = std::move(pages);
+  good = count;
   return Status::Ok();
+}
+
+// LoadPages into fresh page buffers; `out` keeps only the verified prefix.
+Status FileContents::LoadPageBuffers(const Key* key, uint64_t first, size_t count,
+                                     uint64_t disk_size, std::vector<PageBuffer>& out) {
+  out.clear();
+  std::vector<uint8_t*> dest;
+  for (size_t i = 0; i < count; ++i) {
+    out.push_back(NewPageBuffer());
+    dest.push_back(out.back().get());
+  }
+  size_t good = 0;
+  Status s = LoadPages(key, first, count, disk_size, dest, good);
+  out.resize(good);  // unverified buffers are wiped as they return to the pool
+  return s;
 }
 
 FileContents::Page& FileContents::InsertPageLocked(uint64_t index, PageBuffer data, bool dirty) {
@@ -248,29 +319,36 @@ void FileContents::DropPageLocked(std::map<uint64_t, Page>::iterator it) {
 }
 
 // Keeps the cache within bounds by dropping the least recently used clean pages, a quarter at
-// a time so the scan is amortized. Dirty pages stay until written back.
+// a time. The scan runs only when the cache has grown past the mark set by the previous one,
+// so a cache full of dirty pages is not rescanned on every write.
 void FileContents::EvictLocked() {
+  if (pages_.size() < evict_scan_at_) return;
   const PageLayerOptions& o = layer_.options_;
   const size_t global_limit = std::max<size_t>(o.cache_bytes / kPageSize, 1);
   const size_t floor = 2 * o.readahead_pages + o.writeback_pages;
   const size_t file_limit = std::max(global_limit / 4, floor);
   const bool over_global =
       layer_.cached_pages_.load(std::memory_order_relaxed) > global_limit && pages_.size() > floor;
-  if (pages_.size() <= file_limit && !over_global) return;
+  if (pages_.size() <= file_limit && !over_global) {
+    evict_scan_at_ = pages_.size() + 1 + floor / 4;
+    return;
+  }
   std::vector<std::pair<uint64_t, uint64_t>> clean;  // (last use, index)
   for (auto& [index, page] : pages_)
     if (!page.dirty()) clean.emplace_back(page.last_use.load(std::memory_order_relaxed), index);
   const size_t drop = std::min(clean.size(), pages_.size() / 4 + 1);
-  if (drop == 0) return;
-  std::nth_element(clean.begin(), clean.begin() + static_cast<long>(drop - 1), clean.end());
-  for (size_t i = 0; i < drop; ++i) DropPageLocked(pages_.find(clean[i].second));
-  ++evictions_;
+  if (drop > 0) {
+    std::nth_element(clean.begin(), clean.begin() + static_cast<long>(drop - 1), clean.end());
+    for (size_t i = 0; i < drop; ++i) DropPageLocked(pages_.find(clean[i].second));
+    ++cache_epoch_;
+  }
+  evict_scan_at_ = pages_.size() + 1 + floor / 4;
 }
 
 Status FileContents::EnsureCachedLocked(uint64_t index) {
   if (pages_.count(index) != 0) return Status::Ok();
   std::vector<PageBuffer> loaded;
-  SIGILFS_RETURN_IF_ERROR(LoadPages(key_.get(), index, 1, disk_size_, loaded));
+  SIGILFS_RETURN_IF_ERROR(LoadPageBuffers(key_.get(), index, 1, disk_size_, loaded));
   if (index * kPageSize < disk_size_) Count(PageCounter::kResealReads);
   InsertPageLocked(index, std::move(loaded[0]), false);
   return Status::Ok();
@@ -281,8 +359,9 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
   bool retried = false;
   const bool sequential = offset == next_sequential_.load(std::memory_order_relaxed);
   for (;;) {
-    uint64_t first = 0, disk_size = 0, generation = 0, evictions = 0;
+    uint64_t first = 0, disk_size = 0, generation = 0, epoch = 0;
     size_t count = 0, requested = 0;  // pages to fetch, and how many of them the read needs
+    bool direct = false;
     std::shared_ptr<const Key> key;
     {
       std::shared_lock lock(mu_);
@@ -304,26 +383,59 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
         next_sequential_.store(offset + total, std::memory_order_relaxed);
         return total;
       }
-      // Fetch the missing run of the request in one read, plus read-ahead if sequential.
       first = (offset + done) / kPageSize;
       const uint64_t request_last = (offset + total - 1) / kPageSize;
-      const uint64_t limit =
-          std::min(request_last + (sequential ? layer_.options_.readahead_pages : 0),
-                   PageGeometry::PageCount(size_) - 1);
-      count = 1;
-      while (first + count <= limit && pages_.count(first + count) == 0) ++count;
+      // A long aligned stretch of uncached whole pages is opened straight into `out`.
+      if ((offset + done) % kPageSize == 0) {
+        const uint64_t whole_end = (offset + total) / kPageSize;  // pages wholly inside the read
+        while (first + count < whole_end && pages_.count(first + count) == 0) ++count;
+        direct = count >= kDirectMinPages;
+      }
+      if (!direct) {
+        // Otherwise fetch the missing run in one read (plus read-ahead if sequential) into the
+        // cache.
+        const uint64_t limit =
+            std::min(request_last + (sequential ? layer_.options_.readahead_pages : 0),
+                     PageGeometry::PageCount(size_) - 1);
+        count = 1;
+        while (first + count <= limit && pages_.count(first + count) == 0) ++count;
+      }
       requested = static_cast<size_t>(std::min<uint64_t>(count, request_last - first + 1));
       disk_size = disk_size_;
       key = key_;
       generation = generation_;
-      evictions = evictions_;
+      epoch = cache_epoch_;
+    }
+
+    if (direct) {
+      std::vector<uint8_t*> dest(count);
+      for (size_t i = 0; i < count; ++i) dest[i] = out.data() + done + i * kPageSize;
+      size_t good = 0;
+      Status s = LoadPages(key.get(), first, count, disk_size, dest, good);
+      bool stale;
+      {
+        std::shared_lock lock(mu_);
+        stale = generation != generation_;
+      }
+      if (stale) continue;  // truncated meanwhile: read again under the new size
+      done += good * kPageSize;
+      if (!s.ok()) {
+        if (!retried && (s.code() == Code::kAuthFailed || s.code() == Code::kCorrupt)) {
+          retried = true;
+          std::lock_guard wait(writeback_mu_);
+          continue;
+        }
+        if (done > 0) return done;
+        return s;
+      }
+      continue;
     }
 
     std::vector<PageBuffer> loaded;
-    Status s = LoadPages(key.get(), first, count, disk_size, loaded);
+    Status s = LoadPageBuffers(key.get(), first, count, disk_size, loaded);
     if (!s.ok() && loaded.empty() && count > requested) {
       count = requested;  // the read-ahead failed (an I/O error): it must not fail the read
-      s = LoadPages(key.get(), first, count, disk_size, loaded);
+      s = LoadPageBuffers(key.get(), first, count, disk_size, loaded);
     }
     if (!s.ok() && !loaded.empty()) {
       count = loaded.size();  // use the good pages; the bad one is asked for again on its own
@@ -342,16 +454,16 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
     }
     std::unique_lock lock(mu_);
     if (generation != generation_) continue;  // truncated meanwhile: start over from the cache
-    if (evictions == evictions_) {
-      // Nothing was dropped since the snapshot, so an absent page has not been written since
-      // either: what was loaded is current and may be cached.
+    if (epoch == cache_epoch_) {
+      // The cache lost no page and nothing was written past it since the snapshot, so an
+      // absent page has not changed either: what was loaded is current and may be cached.
       for (size_t i = 0; i < count; ++i)
         if (pages_.count(first + i) == 0) InsertPageLocked(first + i, std::move(loaded[i]), false);
       EvictLocked();
       continue;
     }
-    // Pages were dropped meanwhile, so a loaded page may be older than one written and evicted
-    // since: serve this read from what was loaded (it began before that write) but cache none.
+    // A loaded page may be older than a write made since: serve this read from it (the read
+    // began before that write) but cache none of it.
     const size_t total =
         static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - std::min(size_, offset)));
     while (done < total) {
@@ -372,9 +484,9 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
 // hold existing data: the read-modify-write reads. WriteBegin finds them cached.
 Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
   const uint64_t end = offset + length;
-  uint64_t candidates[2] = {offset / kPageSize, (end - 1) / kPageSize};
+  const uint64_t candidates[2] = {offset / kPageSize, (end - 1) / kPageSize};
   std::vector<uint64_t> need;
-  uint64_t disk_size = 0, generation = 0, evictions = 0;
+  uint64_t disk_size = 0, generation = 0, epoch = 0;
   std::shared_ptr<const Key> key;
   {
     std::shared_lock lock(mu_);
@@ -391,17 +503,17 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
     disk_size = disk_size_;
     key = key_;
     generation = generation_;
-    evictions = evictions_;
+    epoch = cache_epoch_;
   }
   std::vector<std::pair<uint64_t, PageBuffer>> loaded;
   for (uint64_t index : need) {
     std::vector<PageBuffer> one;
-    SIGILFS_RETURN_IF_ERROR(LoadPages(key.get(), index, 1, disk_size, one));
+    SIGILFS_RETURN_IF_ERROR(LoadPageBuffers(key.get(), index, 1, disk_size, one));
     Count(PageCounter::kRmwReads);
     loaded.emplace_back(index, std::move(one[0]));
   }
   std::unique_lock lock(mu_);
-  if (generation != generation_ || evictions != evictions_)
+  if (generation != generation_ || epoch != cache_epoch_)
     return Status::Ok();  // WriteBegin reloads
   for (auto& [index, data] : loaded)
     if (pages_.count(index) == 0) InsertPageLocked(index, std::move(data), false);
@@ -428,7 +540,7 @@ Result<FileContents::Page*> FileContents::WriteBegin(uint64_t index, size_t in_p
     return &pending;
   }
   std::vector<PageBuffer> loaded;
-  SIGILFS_RETURN_IF_ERROR(LoadPages(key_.get(), index, 1, disk_size_, loaded));
+  SIGILFS_RETURN_IF_ERROR(LoadPageBuffers(key_.get(), index, 1, disk_size_, loaded));
   Count(PageCounter::kRmwReads);
   pending.data = std::move(loaded[0]);
   pending.uptodate = true;
@@ -465,14 +577,45 @@ Result<size_t> FileContents::Write(uint64_t offset, Source& source, size_t lengt
   if (length == 0) return size_t{0};
   if (offset > kMaxFileSize || length > kMaxFileSize - offset)
     return Status::FromErrno(EFBIG, label_ + ": write past the largest file size");
-  SIGILFS_RETURN_IF_ERROR(PreloadPartialPages(offset, length));
+  // Whole pages in the middle of a large write go past the cache; the partial pages at either
+  // end (and everything of a small write) go through it.
+  const uint64_t first_whole = (offset + kPageSize - 1) / kPageSize;
+  const uint64_t end_whole = (offset + length) / kPageSize;
+  if (layer_.options_.force_rmw || end_whole < first_whole + kDirectMinPages)
+    return WriteCached(offset, source, length);
 
+  size_t done = 0;
+  const size_t head = static_cast<size_t>(first_whole * kPageSize - offset);
+  if (head > 0) {
+    SIGILFS_ASSIGN_OR_RETURN(size_t n, WriteCached(offset, source, head));
+    done += n;
+    if (n < head) return done;
+  }
+  auto direct = WriteDirect(first_whole, static_cast<size_t>(end_whole - first_whole), source);
+  if (!direct.ok()) {
+    if (done > 0) return done;
+    return direct.status();
+  }
+  done += *direct;
+  if (done < length) {
+    // The rest (the tail, or whatever a short source had not delivered) through the cache.
+    auto rest = WriteCached(offset + done, source, length - done);
+    if (!rest.ok()) {
+      if (done > 0) return done;
+      return rest.status();
+    }
+    done += *rest;
+  }
+  return done;
+}
+
+Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t length) {
+  SIGILFS_RETURN_IF_ERROR(PreloadPartialPages(offset, length));
   size_t done = 0;
   bool writeback = false;
   {
     std::unique_lock lock(mu_);
-    SIGILFS_ASSIGN_OR_RETURN(auto key, EnsureKeyLocked());
-    (void)key;
+    SIGILFS_RETURN_IF_ERROR(EnsureKeyLocked().status());
     Page pending;
     size_t limit = kPageSize;  // after a short copy: retry only the bytes that arrived
     while (done < length) {
@@ -509,6 +652,64 @@ Result<size_t> FileContents::Write(uint64_t offset, Source& source, size_t lengt
     SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
   }
   return done;
+}
+
+// Writes `count` whole pages from `first` straight from the source: sealed from the caller's
+// buffer (or one bounce copy if the source is not contiguous memory) and written with the dirty
+// pages in one write-back. Only pages that fully arrived are written; no page is ever read.
+Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& source) {
+  const size_t want = count * kPageSize;
+  ByteSpan plain = source.Peek(want);
+  std::vector<uint8_t> bounce;
+  const bool contiguous = plain.size() == want;
+  if (!contiguous) {
+    bounce.resize(want);
+    SIGILFS_ASSIGN_OR_RETURN(size_t got, source.Read(bounce));
+    const size_t whole = got - got % kPageSize;
+    source.Unread(got - whole);  // a partial page is left for the cached path
+    count = whole / kPageSize;
+    plain = ByteSpan(bounce).first(whole);
+  }
+  if (count == 0) return size_t{0};
+
+  std::lock_guard wb(writeback_mu_);
+  {
+    std::unique_lock lock(mu_);
+    SIGILFS_RETURN_IF_ERROR(EnsureKeyLocked().status());
+    Count(PageCounter::kRmwSkipped,
+          static_cast<uint64_t>(std::max<int64_t>(
+              0, std::min<int64_t>(static_cast<int64_t>(count),
+                                   static_cast<int64_t>(PageGeometry::PageCount(disk_size_)) -
+                                       static_cast<int64_t>(first)))));
+    // The run supersedes whatever the cache holds for these pages (dirty or not).
+    for (auto it = pages_.lower_bound(first); it != pages_.end() && it->first < first + count;)
+      DropPageLocked(it++);
+    ++cache_epoch_;
+    size_ = std::max<uint64_t>(size_, (first + count) * kPageSize);
+  }
+  const DirectRun run{first, count, plain.first(count * kPageSize)};
+  Status s = WriteBackLocked(&run);
+  {
+    std::unique_lock lock(mu_);
+    ++cache_epoch_;  // readers that loaded these pages before the write must not cache them
+    if (s.ok() && (first + count) * kPageSize == size_) {
+      // Keep the file's last page: the next append re-seals it as not-last without a read.
+      auto buf = NewPageBuffer();
+      std::memcpy(buf.get(), plain.data() + (count - 1) * kPageSize, kPageSize);
+      InsertPageLocked(first + count - 1, std::move(buf), false);
+    } else if (!s.ok()) {
+      // Nothing of the run is known to be stored: keep it as dirty pages so a later flush
+      // retries it and reads see it.
+      for (size_t i = 0; i < count; ++i) {
+        auto buf = NewPageBuffer();
+        std::memcpy(buf.get(), plain.data() + i * kPageSize, kPageSize);
+        InsertPageLocked(first + i, std::move(buf), true);
+      }
+    }
+  }
+  if (contiguous) source.Consume(count * kPageSize);
+  if (!s.ok()) return s;
+  return count * kPageSize;
 }
 
 Status FileContents::Truncate(uint64_t new_size) {
@@ -561,65 +762,71 @@ Status FileContents::Sync(bool data_only) {
   return backing_->Sync(data_only);
 }
 
-// Snapshot the dirty pages under mu_, then seal them (in parallel) and write each contiguous
-// run with one call, without mu_. A page changed while its snapshot was being written stays
-// dirty (its version moved on). When the file grew, its old last page is re-sealed as not-last.
+// Snapshot the dirty pages under mu_, then seal them (in parallel, together with a direct run if
+// given) and write each contiguous run with one call, without mu_. A page changed while its
+// snapshot was being written stays dirty (its version moved on). When the file grew, its old
+// last page is re-sealed as not-last.
 // REQUIRES writeback_mu_ (so no truncate or other write-back changes the cipher file meanwhile).
-Status FileContents::WriteBackLocked() {
+Status FileContents::WriteBackLocked(const DirectRun* direct) {
   struct Item {
     uint64_t index;
     size_t len;
-    PageBuffer plain;
+    const uint8_t* plain;
+    PageBuffer owned;  // the snapshot of a cached page (null for direct pages)
     uint64_t version;
   };
   std::vector<Item> items;
   std::shared_ptr<const Key> key;
-  uint64_t new_size = 0, old_disk_size = 0;
+  uint64_t new_size = 0;
   bool write_header = false;
+  auto in_direct = [direct](uint64_t index) {
+    return direct != nullptr && index >= direct->first && index < direct->first + direct->count;
+  };
   {
     std::unique_lock lock(mu_);
     new_size = size_;
-    old_disk_size = disk_size_;
-    if (dirty_.empty() && new_size == disk_size_) return Status::Ok();
+    if (dirty_.empty() && new_size == disk_size_ && direct == nullptr) return Status::Ok();
     key = key_;
     write_header = !header_on_disk_;
-    if (old_disk_size > 0 && new_size > old_disk_size) {
+    if (disk_size_ > 0 && new_size > disk_size_) {
       // The old last page was sealed as last (and maybe short): bring it into the cache and
       // re-seal it as a full, not-last page. Cached first, so a failed write-back retries
       // from its plaintext, and readers never read it from the disk while it is rewritten.
-      const uint64_t old_last = PageGeometry::PageCount(old_disk_size) - 1;
-      SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(old_last));
-      if (dirty_.count(old_last) == 0) MarkDirtyLocked(old_last, pages_.at(old_last));
+      const uint64_t old_last = PageGeometry::PageCount(disk_size_) - 1;
+      if (!in_direct(old_last)) {
+        SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(old_last));
+        if (dirty_.count(old_last) == 0) MarkDirtyLocked(old_last, pages_.at(old_last));
+      }
     }
-    items.reserve(dirty_.size());
+    items.reserve(dirty_.size() + (direct != nullptr ? direct->count : 0));
     for (uint64_t index : dirty_) {
       const Page& p = pages_.at(index);
       const size_t len =
           static_cast<size_t>(std::min<uint64_t>(kPageSize, new_size - index * kPageSize));
       PageBuffer copy = NewPageBuffer();
       std::memcpy(copy.get(), p.data.get(), len);
-      items.push_back({index, len, std::move(copy), p.version});
+      const uint8_t* plain = copy.get();
+      items.push_back({index, len, plain, std::move(copy), p.version});
     }
   }
   if (key == nullptr) return Status(Code::kInternal, label_ + ": dirty pages without a key");
+  if (direct != nullptr) {
+    for (size_t i = 0; i < direct->count; ++i)
+      items.push_back(
+          {direct->first + i, kPageSize, direct->plain.data() + i * kPageSize, nullptr, 0});
+    std::sort(items.begin(), items.end(),
+              [](const Item& a, const Item& b) { return a.index < b.index; });
+  }
+
   const PageGeometry& g = layer_.geometry_;
   const uint64_t last_index = PageGeometry::PageCount(new_size) - 1;
   std::vector<size_t> offsets(items.size() + 1, 0);
   for (size_t i = 0; i < items.size(); ++i)
     offsets[i + 1] = offsets[i] + items[i].len + g.overhead();
-  std::vector<uint8_t> cipher(offsets.back());
-  std::vector<Status> results(items.size());
-  layer_.pool_->ParallelFor(items.size(), kParallelMinPages, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
-      const Item& it = items[i];
-      results[i] = key->codec.Seal(it.index, UnitKind::kDataPage, it.index == last_index,
-                                   {it.plain.get(), it.len},
-                                   {cipher.data() + offsets[i], it.len + g.overhead()});
-    }
-  });
-  for (const Status& s : results) SIGILFS_RETURN_IF_ERROR(s);
-  Count(PageCounter::kPagesEncrypted, items.size());
+  // Uninitialized on purpose: every byte is sealed into before it is written.
+  std::unique_ptr<uint8_t[]> cipher(new uint8_t[std::max<size_t>(offsets.back(), 1)]);
 
+  // The header goes first, so a file is never units without a header.
   if (write_header) {
     std::array<uint8_t, kFileHeaderSize> header;
     EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key->nonce}, header);
@@ -627,22 +834,57 @@ Status FileContents::WriteBackLocked() {
     SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(one, 0).WithContext(label_));
     Count(PageCounter::kBackingBytesWritten, header.size());
   }
-  std::vector<ByteSpan> run;
+  // Pieces: each contiguous run cut into even pieces of at least kPiecePages pages, each sealed
+  // and written by one thread with one pwritev at its own offset.
+  std::vector<std::pair<size_t, size_t>> pieces;  // [begin, end) into items
   for (size_t i = 0; i < items.size();) {
     size_t j = i + 1;
     while (j < items.size() && items[j].index == items[j - 1].index + 1) ++j;
-    run.clear();
-    for (size_t k = i; k < j; ++k)
-      run.emplace_back(cipher.data() + offsets[k], offsets[k + 1] - offsets[k]);
-    SIGILFS_RETURN_IF_ERROR(
-        backing_->WriteAt(run, g.UnitOffset(items[i].index)).WithContext(label_));
-    Count(PageCounter::kBackingBytesWritten, offsets[j] - offsets[i]);
+    const size_t n = std::max<size_t>(1, (j - i) / kPiecePages);  // even pieces of >= 32 pages
+    const size_t per_piece = (j - i + n - 1) / n;
+    for (size_t b = i; b < j; b += per_piece) pieces.emplace_back(b, std::min(j, b + per_piece));
     i = j;
   }
+  // Sealing runs on every thread; writing is a role, not a lock: a thread that has sealed a
+  // piece queues it, and becomes the writer only if nobody is writing. Writes to one file
+  // serialize in the kernel anyway; this way the other thread seals instead of spinning on the
+  // inode lock.
+  std::vector<Status> results(pieces.size());
+  std::vector<std::vector<ByteSpan>> sealed(pieces.size());
+  std::mutex queue_mu;
+  std::deque<size_t> ready;  // GUARDED_BY(queue_mu) sealed pieces, in the order they finished
+  bool writing = false;      // GUARDED_BY(queue_mu)
+  layer_.pool_->ForEachDynamic(pieces.size(), [&](size_t p) {
+    const auto [b, e] = pieces[p];
+    for (size_t i = b; i < e && results[p].ok(); ++i) {
+      const Item& it = items[i];
+      MutableByteSpan unit(cipher.get() + offsets[i], it.len + g.overhead());
+      results[p] = key->codec.Seal(it.index, UnitKind::kDataPage, it.index == last_index,
+                                   {it.plain, it.len}, unit);
+      sealed[p].push_back(unit);
+    }
+    std::unique_lock lock(queue_mu);
+    if (results[p].ok()) ready.push_back(p);
+    if (writing) return;
+    writing = true;
+    while (!ready.empty()) {
+      const size_t w = ready.front();
+      ready.pop_front();
+      lock.unlock();
+      results[w] = backing_->WriteAt(sealed[w], g.UnitOffset(items[pieces[w].first].index))
+                       .WithContext(label_);
+      lock.lock();
+    }
+    writing = false;
+  });
+  Count(PageCounter::kPagesEncrypted, items.size());
+  for (const Status& s : results) SIGILFS_RETURN_IF_ERROR(s);
+  Count(PageCounter::kBackingBytesWritten, offsets.back());
   Count(PageCounter::kWritebacks);
 
   std::unique_lock lock(mu_);
   for (const Item& it : items) {
+    if (!it.owned) continue;  // a direct page: not in the cache
     auto p = pages_.find(it.index);
     if (p == pages_.end()) continue;
     if (p->second.version == it.version) {

@@ -44,6 +44,20 @@ void IovecSource::Unread(size_t n) {
   }
 }
 
+ByteSpan IovecSource::Peek(size_t max) {
+  if (seg_ >= iov_.size()) return {};
+  const iovec& v = iov_[seg_];
+  return {static_cast<const uint8_t*>(v.iov_base) + off_, std::min(max, v.iov_len - off_)};
+}
+
+void IovecSource::Consume(size_t n) {
+  off_ += n;
+  if (seg_ < iov_.size() && off_ == iov_[seg_].iov_len) {
+    ++seg_;
+    off_ = 0;
+  }
+}
+
 Result<size_t> FdSource::Read(MutableByteSpan dst) {
   size_t done = 0;
   if (!pushed_back_.empty()) {

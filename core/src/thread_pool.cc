@@ -2,7 +2,7 @@
 #include "thread_pool.h"
 
 #include <algorithm>
-#include <latch>
+#include <atomic>
 
 namespace sigilfs::core {
 
@@ -43,20 +43,35 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
     return;
   }
   const size_t chunk = (n + parts - 1) / parts;
-  std::latch done(static_cast<std::ptrdiff_t>(parts - 1));
+  // Completion is counted under a mutex rather than with std::latch: libstdc++'s latch notifies
+  // after its decrement, so this frame could return (destroying it) while a worker still
+  // touches it. Here the last worker signals while holding the lock the caller waits on.
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  size_t remaining = parts - 1;
   {
     std::lock_guard lock(mu_);
     for (size_t p = 1; p < parts; ++p) {
       const size_t begin = p * chunk, end = std::min(n, begin + chunk);
-      tasks_.emplace_back([&fn, &done, begin, end] {
+      tasks_.emplace_back([&fn, &done_mu, &done_cv, &remaining, begin, end] {
         if (begin < end) fn(begin, end);
-        done.count_down();
+        std::lock_guard done_lock(done_mu);
+        if (--remaining == 0) done_cv.notify_one();
       });
     }
   }
   cv_.notify_all();
   fn(0, std::min(n, chunk));
-  done.wait();
+  std::unique_lock done_lock(done_mu);
+  done_cv.wait(done_lock, [&remaining] { return remaining == 0; });
+}
+
+void ThreadPool::ForEachDynamic(size_t n, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  const size_t helpers = std::min(threads_.size(), n > 0 ? n - 1 : 0);
+  ParallelFor(helpers + 1, 1, [&](size_t, size_t) {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
+  });
 }
 
 }  // namespace sigilfs::core

@@ -25,6 +25,10 @@ class ThreadPool {
   // chunk, and returns when all have run.
   void ParallelFor(size_t n, size_t min_chunk, const std::function<void(size_t, size_t)>& fn);
 
+  // Calls fn(i) for every i in [0, n), handing items out one at a time to whichever thread is
+  // free (the caller included): for pieces of uneven cost such as "seal, then write".
+  void ForEachDynamic(size_t n, const std::function<void(size_t)>& fn);
+
  private:
   void WorkerLoop();
 

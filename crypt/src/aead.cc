@@ -4,6 +4,8 @@
 #include <openssl/err.h>
 #include <sodium.h>
 
+#include <array>
+#include <atomic>
 #include <climits>
 #include <mutex>
 #include <vector>
@@ -41,6 +43,17 @@ Status CheckSizes(size_t nonce_want, ByteSpan nonce, ByteSpan in, MutableByteSpa
 
 Status AuthFailed() { return Status(Code::kAuthFailed, "authentication tag mismatch"); }
 
+// libsodium declares its buffer arguments nonnull even for zero lengths; an empty span's data()
+// may be null, so point those at a harmless byte instead.
+const uint8_t* NonNull(ByteSpan s) {
+  static const uint8_t kEmpty = 0;
+  return s.data() != nullptr ? s.data() : &kEmpty;
+}
+uint8_t* NonNull(MutableByteSpan s) {
+  thread_local uint8_t empty = 0;
+  return s.data() != nullptr ? s.data() : &empty;
+}
+
 // The cipher is fetched from the provider once per process: implicit fetches on every init
 // would cost a lock and a lookup per page.
 const EVP_CIPHER* Aes256GcmCipher() {
@@ -52,7 +65,8 @@ class AesGcm final : public Aead {
  public:
   explicit AesGcm(ByteSpan key) : key_(SecureBytes::CopyOf(key)) {}
   ~AesGcm() override {
-    for (EVP_CIPHER_CTX* ctx : free_) EVP_CIPHER_CTX_free(ctx);
+    for (Shard& shard : shards_)
+      for (EVP_CIPHER_CTX* ctx : shard.free) EVP_CIPHER_CTX_free(ctx);
   }
 
   AeadAlgorithm algorithm() const override { return AeadAlgorithm::kAes256Gcm; }
@@ -134,12 +148,27 @@ class AesGcm final : public Aead {
     EVP_CIPHER_CTX* ctx_;
   };
 
+  // The pool is sharded by thread so the workers sealing one batch do not queue on one mutex
+  // per page; a thread keeps to its shard.
+  static constexpr size_t kShards = 8;
+  struct alignas(64) Shard {
+    std::mutex mu;
+    std::vector<EVP_CIPHER_CTX*> free;  // GUARDED_BY(mu)
+  };
+
+  static size_t ShardIndex() {
+    static std::atomic<size_t> next{0};
+    thread_local const size_t index = next.fetch_add(1, std::memory_order_relaxed) % kShards;
+    return index;
+  }
+
   EVP_CIPHER_CTX* Acquire() const {
+    Shard& shard = shards_[ShardIndex()];
     {
-      std::lock_guard lock(mu_);
-      if (!free_.empty()) {
-        EVP_CIPHER_CTX* ctx = free_.back();
-        free_.pop_back();
+      std::lock_guard lock(shard.mu);
+      if (!shard.free.empty()) {
+        EVP_CIPHER_CTX* ctx = shard.free.back();
+        shard.free.pop_back();
         return ctx;
       }
     }
@@ -153,13 +182,13 @@ class AesGcm final : public Aead {
   }
 
   void Release(EVP_CIPHER_CTX* ctx) const {
-    std::lock_guard lock(mu_);
-    free_.push_back(ctx);
+    Shard& shard = shards_[ShardIndex()];
+    std::lock_guard lock(shard.mu);
+    shard.free.push_back(ctx);
   }
 
   SecureBytes key_;
-  mutable std::mutex mu_;
-  mutable std::vector<EVP_CIPHER_CTX*> free_;  // GUARDED_BY(mu_)
+  mutable std::array<Shard, kShards> shards_;
 };
 
 class XChaCha20Poly1305 final : public Aead {
@@ -174,8 +203,8 @@ class XChaCha20Poly1305 final : public Aead {
                                        plaintext, ciphertext, tag.size()));
     unsigned long long tag_len = 0;  // NOLINT(google-runtime-int): libsodium's type
     crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
-        ciphertext.data(), tag.data(), &tag_len, plaintext.data(), plaintext.size(), ad.data(),
-        ad.size(), nullptr, nonce.data(), key_.data());
+        NonNull(ciphertext), tag.data(), &tag_len, NonNull(plaintext), plaintext.size(),
+        NonNull(ad), ad.size(), nullptr, nonce.data(), key_.data());
     return Status::Ok();
   }
 
@@ -184,8 +213,8 @@ class XChaCha20Poly1305 final : public Aead {
     SIGILFS_RETURN_IF_ERROR(CheckSizes(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES, nonce,
                                        ciphertext, plaintext, tag.size()));
     if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
-            plaintext.data(), nullptr, ciphertext.data(), ciphertext.size(), tag.data(), ad.data(),
-            ad.size(), nonce.data(), key_.data()) != 0) {
+            NonNull(plaintext), nullptr, NonNull(ciphertext), ciphertext.size(), tag.data(),
+            NonNull(ad), ad.size(), nonce.data(), key_.data()) != 0) {
       return AuthFailed();
     }
     return Status::Ok();

@@ -141,11 +141,22 @@ class FileContents {
   Status Load();
 
   void Count(PageCounter c, uint64_t n = 1);
+  // A run of whole pages written straight from the caller's buffer, bypassing the cache.
+  struct DirectRun {
+    uint64_t first;
+    size_t count;
+    ByteSpan plain;  // count * kPageSize bytes
+  };
+
   Result<std::shared_ptr<const Key>> MakeKey(const FileNonce& nonce) const;
   Result<std::shared_ptr<const Key>> EnsureKeyLocked();
   Status LoadPages(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
-                   std::vector<PageBuffer>& out);
+                   std::span<uint8_t* const> dest, size_t& good);
+  Status LoadPageBuffers(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
+                         std::vector<PageBuffer>& out);
   Status EnsureCachedLocked(uint64_t index);
+  Result<size_t> WriteCached(uint64_t offset, Source& source, size_t length);
+  Result<size_t> WriteDirect(uint64_t first, size_t count, Source& source);
   Result<Page*> WriteBegin(uint64_t index, size_t in_page, size_t len, Page& pending);
   size_t WriteEnd(Page* page, Page& pending, uint64_t index, size_t in_page, size_t len,
                   size_t copied);
@@ -154,7 +165,7 @@ class FileContents {
   void MarkDirtyLocked(uint64_t index, Page& page);
   void DropPageLocked(std::map<uint64_t, Page>::iterator it);
   void EvictLocked();
-  Status WriteBackLocked();  // REQUIRES writeback_mu_
+  Status WriteBackLocked(const DirectRun* direct = nullptr);  // REQUIRES writeback_mu_
 
   PageLayer& layer_;
   std::unique_ptr<BackingFile> backing_;
@@ -170,7 +181,11 @@ class FileContents {
   std::map<uint64_t, Page> pages_;  // GUARDED_BY(mu_)
   std::set<uint64_t> dirty_;        // GUARDED_BY(mu_)
   uint64_t generation_ = 0;         // GUARDED_BY(mu_) bumped by truncate
-  uint64_t evictions_ = 0;          // GUARDED_BY(mu_) bumped when clean pages are dropped
+  // GUARDED_BY(mu_) bumped whenever the cache stops being the newest copy of a page it lacks
+  // (clean pages evicted, pages written past the cache): a page loaded before a change of
+  // epoch may be stale and is not cached.
+  uint64_t cache_epoch_ = 0;
+  size_t evict_scan_at_ = 0;  // GUARDED_BY(mu_) cache size that triggers the next scan
   std::atomic<uint64_t> use_clock_{0};
   std::atomic<uint64_t> next_sequential_{0};  // where a sequential reader will read next
 };

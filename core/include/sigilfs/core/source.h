@@ -3,6 +3,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,6 +25,15 @@ class Source {
   virtual Result<size_t> Read(MutableByteSpan dst) = 0;
   // Pushes back the last `n` bytes returned by the latest Read (n <= that count).
   virtual void Unread(size_t n) = 0;
+  // Up to `max` next bytes if they already lie contiguous in memory (no copy, not consumed);
+  // empty if the source cannot offer that. Lets large writes seal straight from the caller's
+  // buffer.
+  virtual ByteSpan Peek(size_t max) {
+    (void)max;
+    return {};
+  }
+  // Consumes `n` bytes (n <= the size of the latest Peek).
+  virtual void Consume(size_t n) { (void)n; }
 };
 
 // Reads from a memory buffer.
@@ -32,6 +42,8 @@ class MemorySource : public Source {
   explicit MemorySource(ByteSpan data) : data_(data) {}
   Result<size_t> Read(MutableByteSpan dst) override;
   void Unread(size_t n) override { pos_ -= n; }
+  ByteSpan Peek(size_t max) override { return data_.subspan(pos_, std::min(max, remaining())); }
+  void Consume(size_t n) override { pos_ += n; }
   size_t remaining() const { return data_.size() - pos_; }
 
  private:
@@ -45,6 +57,8 @@ class IovecSource : public Source {
   explicit IovecSource(std::span<const iovec> iov) : iov_(iov.begin(), iov.end()) {}
   Result<size_t> Read(MutableByteSpan dst) override;
   void Unread(size_t n) override;
+  ByteSpan Peek(size_t max) override;
+  void Consume(size_t n) override;
 
  private:
   std::vector<iovec> iov_;

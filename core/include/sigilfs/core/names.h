@@ -1,0 +1,53 @@
+// File names: AES-256-SIV under the names key with the directory's IV as associated data,
+// unpadded base64url; names too long for the backing filesystem are stored hashed, with the
+// full encrypted name in a side file.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "sigilfs/crypt/siv.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+inline constexpr size_t kDirIvSize = 16;
+using DirIv = std::array<uint8_t, kDirIvSize>;
+
+// Files of the vault's own inside the cipher tree. Encrypted names use only [A-Za-z0-9_-], so
+// anything with a '.' is the vault's and is never shown or clobbered.
+inline constexpr char kDirIvFileName[] = "sigilfs.diriv";
+inline constexpr char kLongNamePrefix[] = "sigilfs.long.";
+inline constexpr char kLongNameSideSuffix[] = ".name";
+inline constexpr size_t kMaxPlainNameLength = 255;   // NAME_MAX, as the kernel enforces
+inline constexpr size_t kMaxStoredNameLength = 255;  // NAME_MAX of the backing filesystem
+
+// Thread-safety: safe for concurrent access without external synchronization.
+class NameCodec {
+ public:
+  // `names_key` is the 64-byte AES-256-SIV key.
+  static Result<std::unique_ptr<NameCodec>> Create(ByteSpan names_key);
+
+  // The full encrypted name of `plain` in a directory with IV `iv` (may exceed 255 bytes).
+  // kInvalidArgument for "", ".", ".." or a name with '/' or NUL; kNameTooLong past 255 bytes.
+  Result<std::string> Encrypt(const DirIv& iv, std::string_view plain) const;
+  // kAuthFailed (or kCorrupt for malformed base64) if `cipher` was not made for this directory.
+  Result<std::string> Decrypt(const DirIv& iv, std::string_view cipher) const;
+
+  // The directory entry name for a full encrypted name: itself if short enough, otherwise
+  // "sigilfs.long." + base64url(SHA-256(cipher name)).
+  static std::string StoredName(std::string_view cipher_name);
+  static bool IsLongName(std::string_view stored);
+  // The side file holding the full encrypted name of a long stored name.
+  static std::string SideFileName(std::string_view stored);
+  // True for the vault's own entries (IV files, long-name side files, config): never listed.
+  static bool IsReserved(std::string_view stored);
+
+ private:
+  explicit NameCodec(std::unique_ptr<crypt::AesSiv> siv) : siv_(std::move(siv)) {}
+  std::unique_ptr<crypt::AesSiv> siv_;
+};
+
+}  // namespace sigilfs::core

@@ -1,0 +1,83 @@
+// Tests of name encryption: round trips, directory binding, long names, refusals.
+#include "sigilfs/core/names.h"
+
+#include <gtest/gtest.h>
+
+#include "sigilfs/crypt/random.h"
+
+namespace sigilfs::core {
+namespace {
+
+class NamesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::array<uint8_t, 64> key;
+    crypt::RandomBytes(key);
+    codec_ = std::move(NameCodec::Create(key)).value();
+    crypt::RandomBytes(iv_);
+    crypt::RandomBytes(other_iv_);
+  }
+  std::unique_ptr<NameCodec> codec_;
+  DirIv iv_, other_iv_;
+};
+
+TEST_F(NamesTest, RoundTripsAndIsDeterministicPerDirectory) {
+  for (const std::string& name : std::vector<std::string>{"a", "hello.txt", ".bashrc", "名前",
+                                                          std::string(255, 'x'), "a b\tc\n"}) {
+    auto c = codec_->Encrypt(iv_, name);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(
+        c->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+        std::string::npos);
+    EXPECT_EQ(*codec_->Encrypt(iv_, name), *c);        // deterministic: lookups work
+    EXPECT_NE(*codec_->Encrypt(other_iv_, name), *c);  // but per directory
+    auto p = codec_->Decrypt(iv_, *c);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(*p, name);
+    EXPECT_EQ(codec_->Decrypt(other_iv_, *c).status().code(), Code::kAuthFailed);
+  }
+}
+
+TEST_F(NamesTest, RefusesInvalidNames) {
+  EXPECT_EQ(codec_->Encrypt(iv_, "").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(codec_->Encrypt(iv_, ".").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(codec_->Encrypt(iv_, "..").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(codec_->Encrypt(iv_, "a/b").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(codec_->Encrypt(iv_, std::string("a\0b", 3)).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(codec_->Encrypt(iv_, std::string(256, 'x')).status().code(), Code::kNameTooLong);
+}
+
+TEST_F(NamesTest, TamperedNamesFail) {
+  std::string c = *codec_->Encrypt(iv_, "secret-plan.odt");
+  for (size_t i = 0; i < c.size(); ++i) {
+    std::string bad = c;
+    bad[i] = bad[i] == 'A' ? 'B' : 'A';
+    EXPECT_FALSE(codec_->Decrypt(iv_, bad).ok()) << i;
+  }
+  EXPECT_FALSE(codec_->Decrypt(iv_, c.substr(0, c.size() - 1)).ok());
+  EXPECT_FALSE(codec_->Decrypt(iv_, c + "A").ok());
+  EXPECT_FALSE(codec_->Decrypt(iv_, "").ok());
+  EXPECT_FALSE(codec_->Decrypt(iv_, "sigilfs.diriv").ok());
+}
+
+TEST_F(NamesTest, LongNamesAreHashedWithASideFile) {
+  const std::string short_cipher = *codec_->Encrypt(iv_, std::string(100, 'a'));
+  EXPECT_EQ(NameCodec::StoredName(short_cipher), short_cipher);
+  EXPECT_FALSE(NameCodec::IsReserved(short_cipher));
+
+  const std::string long_cipher = *codec_->Encrypt(iv_, std::string(255, 'a'));
+  ASSERT_GT(long_cipher.size(), 255u);
+  const std::string stored = NameCodec::StoredName(long_cipher);
+  EXPECT_LE(stored.size(), 255u);
+  EXPECT_TRUE(stored.starts_with("sigilfs.long."));
+  EXPECT_TRUE(NameCodec::IsLongName(stored));
+  EXPECT_TRUE(NameCodec::IsReserved(stored));
+  EXPECT_EQ(NameCodec::SideFileName(stored), stored + ".name");
+  EXPECT_FALSE(NameCodec::IsLongName(NameCodec::SideFileName(stored)));
+  EXPECT_NE(NameCodec::StoredName(*codec_->Encrypt(iv_, std::string(255, 'b'))), stored);
+  EXPECT_TRUE(NameCodec::IsReserved("sigilfs.diriv"));
+  EXPECT_TRUE(NameCodec::IsReserved("sigilfs.conf"));
+}
+
+}  // namespace
+}  // namespace sigilfs::core
