@@ -12,6 +12,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "sigilfs/core/backing_file.h"
 #include "sigilfs/core/format.h"
@@ -173,6 +174,8 @@ class FileContents {
   PageCounters counters_;
 
   std::mutex writeback_mu_;
+  std::vector<uint8_t> wb_plain_;   // GUARDED_BY(writeback_mu_) snapshot of dirty pages
+  std::vector<uint8_t> wb_cipher_;  // GUARDED_BY(writeback_mu_) their sealed units
   mutable std::shared_mutex mu_;
   uint64_t size_ = 0;               // GUARDED_BY(mu_) plaintext size as seen by users
   uint64_t disk_size_ = 0;          // GUARDED_BY(mu_) plaintext size the cipher file holds
