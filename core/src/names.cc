@@ -2,6 +2,7 @@
 #include "sigilfs/core/names.h"
 
 #include "sigilfs/crypt/encoding.h"
+#include "sigilfs/crypt/random.h"
 #include "sigilfs/crypt/sha256.h"
 
 namespace sigilfs::core {
@@ -38,6 +39,31 @@ Result<std::string> NameCodec::Decrypt(const DirIv& iv, std::string_view cipher)
       name.size() > kMaxPlainNameLength)
     return Status(Code::kCorrupt, "decrypted name is not a valid file name");
   return name;
+}
+
+namespace {
+constexpr std::string_view kTargetRole = "symlink";
+}  // namespace
+
+Result<std::string> NameCodec::EncryptTarget(std::string_view target) const {
+  if (target.empty() || target.find('\0') != std::string_view::npos)
+    return Status(Code::kInvalidArgument, "invalid symlink target");
+  std::array<uint8_t, 16> nonce;
+  crypt::RandomBytes(nonce);
+  const ByteSpan ad[] = {nonce, AsBytes(kTargetRole)};
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, siv_->Seal(ad, AsBytes(target)));
+  sealed.insert(sealed.begin(), nonce.begin(), nonce.end());
+  return crypt::Base64Encode(sealed, Base64Variant::kUrlSafeUnpadded);
+}
+
+Result<std::string> NameCodec::DecryptTarget(std::string_view cipher) const {
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> raw,
+                           crypt::Base64Decode(cipher, Base64Variant::kUrlSafeUnpadded));
+  if (raw.size() < 16 + crypt::kSivTagSize)
+    return Status(Code::kCorrupt, "symlink target too short");
+  const ByteSpan ad[] = {ByteSpan(raw).first(16), AsBytes(kTargetRole)};
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> plain, siv_->Open(ad, ByteSpan(raw).subspan(16)));
+  return std::string(plain.begin(), plain.end());
 }
 
 std::string NameCodec::StoredName(std::string_view cipher_name) {

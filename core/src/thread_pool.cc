@@ -6,8 +6,12 @@
 
 namespace sigilfs::core {
 
-ThreadPool::ThreadPool(unsigned workers) {
-  for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+ThreadPool::ThreadPool(unsigned workers) : workers_(workers) {}
+
+void ThreadPool::StartOnce() {
+  std::call_once(started_, [this] {
+    for (unsigned i = 0; i < workers_; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+  });
 }
 
 ThreadPool::~ThreadPool() {
@@ -36,12 +40,13 @@ void ThreadPool::WorkerLoop() {
 void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
                              const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
-  const size_t max_parts = threads_.size() + 1;
+  const size_t max_parts = workers_ + 1;
   const size_t parts = std::clamp<size_t>(n / std::max<size_t>(min_chunk, 1), 1, max_parts);
   if (parts == 1) {
     fn(0, n);
     return;
   }
+  StartOnce();
   const size_t chunk = (n + parts - 1) / parts;
   // Completion is counted under a mutex rather than with std::latch: libstdc++'s latch notifies
   // after its decrement, so this frame could return (destroying it) while a worker still
@@ -68,7 +73,7 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
 
 void ThreadPool::ForEachDynamic(size_t n, const std::function<void(size_t)>& fn) {
   std::atomic<size_t> next{0};
-  const size_t helpers = std::min(threads_.size(), n > 0 ? n - 1 : 0);
+  const size_t helpers = std::min<size_t>(workers_, n > 0 ? n - 1 : 0);
   ParallelFor(helpers + 1, 1, [&](size_t, size_t) {
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
   });

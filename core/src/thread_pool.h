@@ -15,7 +15,9 @@ namespace sigilfs::core {
 // Thread-safety: safe for concurrent access without external synchronization.
 class ThreadPool {
  public:
-  // `workers` helper threads (0: none; every batch then runs on the caller).
+  // `workers` helper threads (0: none; every batch then runs on the caller). They start on first
+  // use, not here: a daemon that forks after building its volume (fuse_daemonize) would
+  // otherwise lose them, since threads do not survive fork().
   explicit ThreadPool(unsigned workers);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -31,11 +33,14 @@ class ThreadPool {
 
  private:
   void WorkerLoop();
+  void StartOnce();
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
   bool stopping_ = false;                    // GUARDED_BY(mu_)
+  const unsigned workers_;
+  std::once_flag started_;
   std::vector<std::thread> threads_;
 };
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "file_util.h"
+#include "sigilfs/core/names.h"
 #include "sigilfs/crypt/aead.h"
 #include "sigilfs/crypt/kdf.h"
 #include "sigilfs/crypt/random.h"
@@ -80,7 +81,12 @@ Status Vault::Create(const std::string& dir, ByteSpan passphrase, const VaultCre
   crypt::SecureBytes master(kMasterKeySize);
   crypt::RandomBytes(master.mutable_span());
   SIGILFS_RETURN_IF_ERROR(WrapMasterKey(master.span(), passphrase, opts.kdf, config));
-  // O_EXCL: two concurrent inits of one directory cannot both succeed.
+  // The root directory's name IV first: a config is only ever found next to it.
+  DirIv root_iv;
+  crypt::RandomBytes(root_iv);
+  SIGILFS_RETURN_IF_ERROR(WriteFileAtomic(
+      dir, kDirIvFileName, std::string(root_iv.begin(), root_iv.end()), /*exclusive=*/true));
+  // Exclusive: two concurrent inits of one directory cannot both succeed.
   return WriteFileAtomic(dir, kConfigFileName, SerializeConfig(config), /*exclusive=*/true);
 }
 

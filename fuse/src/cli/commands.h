@@ -15,6 +15,7 @@ using Action = std::function<int()>;
 
 void RegisterVaultCommands(CLI::App& app, Action& action);  // init, passwd, info
 void RegisterDemoCommand(CLI::App& app, Action& action);    // demo
+void RegisterMountCommands(CLI::App& app, Action& action);  // mount, unmount
 
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);

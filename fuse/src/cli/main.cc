@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "sigilfs 0.1.0");
   sigilfs::cli::Action action;
   sigilfs::cli::RegisterVaultCommands(app, action);
+  sigilfs::cli::RegisterMountCommands(app, action);
   sigilfs::cli::RegisterDemoCommand(app, action);
   try {
     app.parse(argc, argv);

@@ -36,6 +36,12 @@ class NameCodec {
   // kAuthFailed (or kCorrupt for malformed base64) if `cipher` was not made for this directory.
   Result<std::string> Decrypt(const DirIv& iv, std::string_view cipher) const;
 
+  // Symlink targets: base64url(nonce || SIV), sealed with a fresh random 16-byte nonce and the
+  // role "symlink" as associated data. Not bound to a directory (a link keeps its target when
+  // renamed elsewhere), never equal for equal targets, and never replayable as a name.
+  Result<std::string> EncryptTarget(std::string_view target) const;
+  Result<std::string> DecryptTarget(std::string_view cipher) const;
+
   // The directory entry name for a full encrypted name: itself if short enough, otherwise
   // "sigilfs.long." + base64url(SHA-256(cipher name)).
   static std::string StoredName(std::string_view cipher_name);

@@ -113,7 +113,9 @@ class FileContents {
   FileContents& operator=(const FileContents&) = delete;
 
   uint64_t size() const;
-  // Reads up to out.size() bytes at `offset`; fewer only at end of file.
+  // Reads up to out.size() bytes at `offset`. Fewer at end of file, or when a page after the
+  // first cannot be read: the pages before it are returned and a read starting at the bad page
+  // reports its error (the POSIX partial-read rule).
   Result<size_t> Read(uint64_t offset, MutableByteSpan out);
   // Writes up to `length` bytes from `source` at `offset`; returns how many were committed
   // (fewer only if the source ran dry). Past EOF, the gap reads as zeros.

@@ -1,0 +1,84 @@
+// Volume: an unlocked vault over its cipher directory — directory IVs, name mapping, listings,
+// symlink targets, sizes and file contents. Used by the FUSE daemon and the offline tools alike.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sigilfs/core/names.h"
+#include "sigilfs/core/page_layer.h"
+#include "sigilfs/core/vault.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+struct VolumeOptions {
+  PageLayerOptions pages;
+};
+
+// One entry of a decrypted directory listing.
+struct DirEntry {
+  std::string name;        // plaintext name
+  std::string stored;      // the entry's name in the cipher directory
+  uint64_t ino = 0;        // the cipher entry's inode number
+  unsigned char type = 0;  // DT_* of the cipher entry
+  off_t next_offset = 0;   // telldir() cookie of the entry after this one
+};
+
+// Thread-safety: safe for concurrent access without external synchronization (the caller keeps
+// the directory descriptors it passes in).
+class Volume {
+ public:
+  // Opens the cipher directory of an unlocked vault.
+  static Result<std::unique_ptr<Volume>> Open(std::unique_ptr<Vault> vault, VolumeOptions options);
+  ~Volume();
+
+  int root_fd() const { return root_fd_; }  // O_RDONLY | O_DIRECTORY
+  PageLayer& pages() { return *pages_; }
+  const NameCodec& names() const { return *names_; }
+  const Vault& vault() const { return *vault_; }
+
+  // The IV of the cipher directory `dirfd` (kCorrupt if missing or damaged).
+  Result<DirIv> ReadDirIv(int dirfd) const;
+  // Creates directory `plain` in `dirfd`, IV included, atomically: made under a temporary name,
+  // given its IV, then renamed into place (kExists if the name is taken).
+  Status MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode);
+
+  // The stored name of `plain` in a directory with IV `iv`.
+  Result<std::string> StoredName(const DirIv& iv, std::string_view plain) const;
+  // For a long stored name, writes its side file (before the entry is created); no-op otherwise.
+  Status PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const;
+  // Removes the side file of a long stored name (after its entry is gone); no-op otherwise.
+  void ReleaseName(int dirfd, const std::string& stored) const;
+
+  // Lists `dirfd` (an O_RDONLY directory descriptor, whose stream position is used) from the
+  // telldir cookie `offset`, calling `emit` until it returns false ("." and ".." included, the
+  // vault's own entries never). Entries whose names do not decrypt are skipped and passed to
+  // `damaged` (never a crash, never a wrong name).
+  Status ListDirectory(
+      int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
+      const std::function<void(const std::string& stored, const Status&)>& damaged) const;
+
+  // Symlink targets (NameCodec::EncryptTarget), stored as the cipher link's own target: at most
+  // kMaxSymlinkTarget plaintext bytes, so the stored form fits the backing PATH_MAX.
+  static constexpr size_t kMaxSymlinkTarget = 3000;
+  Result<std::string> EncryptSymlinkTarget(std::string_view target) const;
+  Result<std::string> DecryptSymlinkTarget(std::string_view stored) const;
+
+  // The plaintext size of a cipher entry from its stat (files: from the cipher size; others as is).
+  Result<uint64_t> PlainSize(const struct stat& st) const;
+
+ private:
+  Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCodec> names,
+         std::unique_ptr<PageLayer> pages);
+  std::unique_ptr<Vault> vault_;
+  int root_fd_;
+  std::unique_ptr<NameCodec> names_;
+  std::unique_ptr<PageLayer> pages_;
+};
+
+}  // namespace sigilfs::core

@@ -1,0 +1,206 @@
+// Volume: directory IVs, name mapping with long-name side files, listings, symlink targets.
+#include "sigilfs/core/volume.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sigilfs/crypt/encoding.h"
+#include "sigilfs/crypt/random.h"
+
+namespace sigilfs::core {
+namespace {
+
+// Reads a small file relative to a directory descriptor.
+Result<std::string> ReadSmallAt(int dirfd, const std::string& name, size_t max) {
+  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::FromErrno(errno, "open " + name);
+  std::string out(max + 1, '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::FromErrno(err, "read " + name);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done > max) return Status(Code::kCorrupt, name + " is too large");
+  out.resize(done);
+  return out;
+}
+
+// Creates `name` in `dirfd` holding `data`, durable before it is visible under its name.
+Status WriteNewAt(int dirfd, const std::string& name, ByteSpan data) {
+  int fd = ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+  if (fd < 0) return Status::FromErrno(errno, "create " + name);
+  const ssize_t n = ::write(fd, data.data(), data.size());
+  const int err = errno;
+  const bool ok = n == static_cast<ssize_t>(data.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) {
+    ::unlinkat(dirfd, name.c_str(), 0);
+    return Status::FromErrno(n < 0 ? err : ENOSPC, "write " + name);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Volume::Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCodec> names,
+               std::unique_ptr<PageLayer> pages)
+    : vault_(std::move(vault)),
+      root_fd_(root_fd),
+      names_(std::move(names)),
+      pages_(std::move(pages)) {}
+
+Volume::~Volume() { ::close(root_fd_); }
+
+Result<std::unique_ptr<Volume>> Volume::Open(std::unique_ptr<Vault> vault, VolumeOptions options) {
+  int fd = ::open(vault->dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + vault->dir());
+  auto names = NameCodec::Create(vault->keys().names.span());
+  if (!names.ok()) {
+    ::close(fd);
+    return names.status();
+  }
+  auto pages = std::make_unique<PageLayer>(vault->config().cipher, vault->keys().content.span(),
+                                           options.pages);
+  return std::unique_ptr<Volume>(
+      new Volume(std::move(vault), fd, std::move(names).value(), std::move(pages)));
+}
+
+Result<DirIv> Volume::ReadDirIv(int dirfd) const {
+  auto text = ReadSmallAt(dirfd, kDirIvFileName, kDirIvSize);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound)
+      return Status(Code::kCorrupt,
+                    "directory has no IV file (" + std::string(kDirIvFileName) + ")");
+    return text.status();
+  }
+  if (text->size() != kDirIvSize) return Status(Code::kCorrupt, "directory IV has the wrong size");
+  DirIv iv;
+  std::memcpy(iv.data(), text->data(), kDirIvSize);
+  return iv;
+}
+
+Status Volume::MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredName(iv, plain));
+  // A directory without its IV would be unusable: build it complete under a name no listing
+  // shows, then rename it into place in one step.
+  std::array<uint8_t, 12> rnd;
+  crypt::RandomBytes(rnd);
+  const std::string tmp = ".sigilfs.mkdir." + crypt::HexEncode(rnd);
+  if (::mkdirat(dirfd, tmp.c_str(), 0700) != 0) return Status::FromErrno(errno, "mkdir");
+  int sub = ::openat(dirfd, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  Status s = sub < 0 ? Status::FromErrno(errno, "open new directory") : Status::Ok();
+  if (s.ok()) {
+    DirIv child;
+    crypt::RandomBytes(child);
+    s = WriteNewAt(sub, kDirIvFileName, child);
+    if (s.ok() && ::fchmod(sub, mode & 07777) != 0) s = Status::FromErrno(errno, "chmod");
+    ::close(sub);
+  }
+  if (s.ok()) s = PrepareName(dirfd, iv, plain);
+  if (s.ok() && ::renameat2(dirfd, tmp.c_str(), dirfd, stored.c_str(), RENAME_NOREPLACE) != 0)
+    s = Status::FromErrno(errno, "mkdir");
+  if (!s.ok()) {
+    ::unlinkat(dirfd, (tmp + "/" + kDirIvFileName).c_str(), 0);
+    ::unlinkat(dirfd, tmp.c_str(), AT_REMOVEDIR);
+  }
+  return s;
+}
+
+Result<std::string> Volume::StoredName(const DirIv& iv, std::string_view plain) const {
+  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
+  return NameCodec::StoredName(cipher);
+}
+
+Status Volume::PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const {
+  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
+  const std::string stored = NameCodec::StoredName(cipher);
+  if (!NameCodec::IsLongName(stored)) return Status::Ok();
+  Status s = WriteNewAt(dirfd, NameCodec::SideFileName(stored), AsBytes(cipher));
+  // An existing side file for the same name holds the same text (it is derived from the name).
+  if (s.code() == Code::kExists) return Status::Ok();
+  return s;
+}
+
+void Volume::ReleaseName(int dirfd, const std::string& stored) const {
+  if (NameCodec::IsLongName(stored)) ::unlinkat(dirfd, NameCodec::SideFileName(stored).c_str(), 0);
+}
+
+Status Volume::ListDirectory(
+    int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
+    const std::function<void(const std::string&, const Status&)>& damaged) const {
+  int fd = ::dup(dirfd);
+  if (fd < 0) return Status::FromErrno(errno, "dup");
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    ::close(fd);
+    return Status::FromErrno(errno, "opendir");
+  }
+  // The duplicate shares the stream position; seekdir positions it at the caller's cookie.
+  if (offset == 0)
+    ::rewinddir(dir);
+  else
+    ::seekdir(dir, offset);
+  Status result;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir);  // NOLINT(concurrency-mt-unsafe): a private DIR stream
+    if (e == nullptr) {
+      if (errno != 0) result = Status::FromErrno(errno, "readdir");
+      break;
+    }
+    const std::string stored = e->d_name;
+    if (stored == "." || stored == "..") {
+      if (!emit(DirEntry{stored, stored, e->d_ino, e->d_type, e->d_off})) break;
+      continue;
+    }
+    if (NameCodec::IsReserved(stored) && !NameCodec::IsLongName(stored)) continue;
+    std::string cipher = stored;
+    if (NameCodec::IsLongName(stored)) {
+      auto side = ReadSmallAt(dirfd, NameCodec::SideFileName(stored), 4096);
+      if (!side.ok() || NameCodec::StoredName(*side) != stored) {
+        damaged(stored, side.ok() ? Status(Code::kCorrupt, "long-name side file does not match")
+                                  : side.status());
+        continue;
+      }
+      cipher = *side;
+    }
+    auto plain = names_->Decrypt(iv, cipher);
+    if (!plain.ok()) {
+      damaged(stored, plain.status());
+      continue;
+    }
+    DirEntry entry{std::move(plain).value(), stored, e->d_ino, e->d_type, e->d_off};
+    if (!emit(entry)) break;
+  }
+  ::closedir(dir);
+  return result;
+}
+
+Result<std::string> Volume::EncryptSymlinkTarget(std::string_view target) const {
+  if (target.size() > kMaxSymlinkTarget)
+    return Status(Code::kNameTooLong, "symlink target longer than 3000 bytes");
+  return names_->EncryptTarget(target);
+}
+
+Result<std::string> Volume::DecryptSymlinkTarget(std::string_view stored) const {
+  return names_->DecryptTarget(stored);
+}
+
+Result<uint64_t> Volume::PlainSize(const struct stat& st) const {
+  if (!S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
+  return pages_->geometry().PlainSize(static_cast<uint64_t>(st.st_size));
+}
+
+}  // namespace sigilfs::core

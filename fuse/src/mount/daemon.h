@@ -1,0 +1,23 @@
+// Running a mount: FUSE session setup, daemonizing, the request loop, clean unmount.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sigilfs/core/volume.h"
+
+namespace sigilfs::fuse {
+
+struct DaemonOptions {
+  std::string mountpoint;
+  bool foreground = false;
+  bool read_only = false;
+  std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
+};
+
+// Mounts `volume` and serves it until unmounted or signalled (SIGINT/SIGTERM/SIGHUP flush and
+// unmount). Returns the process exit code; prints nothing on success.
+int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& options);
+
+}  // namespace sigilfs::fuse

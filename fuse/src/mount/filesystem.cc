@@ -1,0 +1,704 @@
+// The mounted filesystem's operations over the cipher directory (names, inodes, contents).
+#include "filesystem.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "log.h"
+#include "sigilfs/core/names.h"
+
+namespace sigilfs::fuse {
+namespace {
+
+using core::DirIv;
+using core::NameCodec;
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+Status Errno(const char* what) { return Status::FromErrno(errno, what); }
+
+std::string ProcPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+// Name bookkeeping of an inode (callers hold its name_mu).
+bool SameName(const Inode::Name& n, const Inode& parent, const std::string& stored) {
+  return n.parent.get() == &parent && n.stored == stored;
+}
+void AddName(Inode& inode, const std::shared_ptr<Inode>& parent, const std::string& stored) {
+  for (auto it = inode.names.begin(); it != inode.names.end(); ++it) {
+    if (SameName(*it, *parent, stored)) {
+      std::rotate(inode.names.begin(), it, it + 1);  // most recently used first
+      return;
+    }
+  }
+  inode.names.insert(inode.names.begin(), Inode::Name{parent, stored});
+}
+void RemoveName(Inode& inode, const Inode& parent, const std::string& stored) {
+  std::erase_if(inode.names, [&](const Inode::Name& n) { return SameName(n, parent, stored); });
+}
+
+}  // namespace
+
+Filesystem::DirHandle::~DirHandle() {
+  if (fd >= 0) ::close(fd);
+}
+
+Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions options)
+    : volume_(std::move(volume)), options_(options), root_(std::make_shared<Inode>()) {
+  struct stat st;
+  if (::fstat(volume_->root_fd(), &st) == 0) {
+    root_->key_dev = st.st_dev;
+    root_->key_ino = st.st_ino;
+  }
+  root_->type = S_IFDIR;
+  root_->nlookup = 1;  // the kernel holds the root forever
+}
+
+Filesystem::~Filesystem() { FlushAll(); }
+
+uint64_t Filesystem::NodeId(const Inode& inode) const {
+  return &inode == root_.get() ? 1 : reinterpret_cast<uint64_t>(&inode);
+}
+
+std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
+  if (nodeid == 1) return root_;
+  // The kernel only names node ids we gave it and have not forgotten: the table holds them.
+  return reinterpret_cast<Inode*>(nodeid)->shared_from_this();
+}
+
+void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
+  if (nodeid == 1) return;
+  std::shared_ptr<Inode> keep;  // dropped outside the lock
+  std::lock_guard lock(table_mu_);
+  Inode* inode = reinterpret_cast<Inode*>(nodeid);
+  inode->nlookup -= std::min(n, inode->nlookup);
+  if (inode->nlookup == 0) {
+    auto it = table_.find({inode->key_dev, inode->key_ino});
+    if (it != table_.end() && it->second.get() == inode) {
+      keep = std::move(it->second);
+      table_.erase(it);
+    }
+  }
+}
+
+std::string Filesystem::PathLocked(const Inode& inode) const {
+  std::vector<std::string> parts;
+  const Inode* cur = &inode;
+  std::shared_ptr<Inode> hold;
+  while (cur != root_.get()) {
+    auto& mu = const_cast<Inode*>(cur)->name_mu;
+    std::lock_guard lock(mu);
+    if (cur->names.empty()) break;
+    parts.push_back(cur->names.front().stored);
+    hold = cur->names.front().parent;
+    cur = hold.get();
+  }
+  std::string path;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!path.empty()) path += '/';
+    path += *it;
+  }
+  return path.empty() ? "." : path;
+}
+
+Result<int> Filesystem::OpenInode(const Inode& inode, int flags) const {
+  if (&inode != root_.get()) {
+    std::lock_guard lock(const_cast<Inode&>(inode).name_mu);
+    if (inode.names.empty()) return Status(Code::kNotFound, "unlinked");
+  }
+  const std::string path = PathLocked(inode);
+  int fd = ::openat(volume_->root_fd(), path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Errno("open");
+  return fd;
+}
+
+Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
+  std::lock_guard lock(dir.mu);
+  if (!dir.iv) {
+    auto iv = volume_->ReadDirIv(dirfd);
+    if (!iv.ok()) {
+      Log("directory %s: %s", PathLocked(dir).c_str(), iv.status().ToString().c_str());
+      return iv.status();
+    }
+    dir.iv = *iv;
+  }
+  return *dir.iv;
+}
+
+Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
+                                                  const std::shared_ptr<Inode>& parent,
+                                                  const std::string& stored) {
+  std::lock_guard lock(table_mu_);
+  auto& slot = table_[{st.st_dev, st.st_ino}];
+  if (!slot) {
+    slot = std::make_shared<Inode>();
+    slot->key_dev = st.st_dev;
+    slot->key_ino = st.st_ino;
+    slot->type = st.st_mode & S_IFMT;
+  }
+  {
+    // Found under this name (perhaps one more hard link): remember it.
+    std::lock_guard name_lock(slot->name_mu);
+    AddName(*slot, parent, stored);
+  }
+  ++slot->nlookup;
+  return slot;
+}
+
+Result<struct stat> Filesystem::Translate(struct stat st, int dirfd, const std::string& stored,
+                                          const Inode* inode) {
+  if (S_ISREG(st.st_mode)) {
+    std::shared_ptr<core::FileContents> open;
+    if (inode != nullptr) {
+      std::lock_guard lock(const_cast<Inode*>(inode)->mu);
+      open = inode->contents;
+    }
+    if (open) {
+      st.st_size = static_cast<off_t>(open->size());  // includes what is not written back yet
+    } else {
+      auto size = volume_->PlainSize(st);
+      if (!size.ok()) {
+        Log("%s: %s", stored.c_str(), size.status().ToString().c_str());
+        return size.status();
+      }
+      st.st_size = static_cast<off_t>(*size);
+    }
+  } else if (S_ISLNK(st.st_mode)) {
+    char buf[4096];
+    ssize_t n = ::readlinkat(dirfd, stored.c_str(), buf, sizeof buf);
+    if (n < 0) return Errno("readlink");
+    auto target = volume_->DecryptSymlinkTarget(std::string_view(buf, static_cast<size_t>(n)));
+    if (!target.ok()) return target.status();
+    st.st_size = static_cast<off_t>(target->size());
+  }
+  return st;
+}
+
+Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, int dirfd,
+                                  const std::string& stored) {
+  struct stat st;
+  if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("lookup");
+  SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored));
+  auto attr = Translate(st, dirfd, stored, inode.get());
+  if (!attr.ok()) {
+    Forget(NodeId(*inode), 1);
+    return attr.status();
+  }
+  return Entry{std::move(inode), *attr};
+}
+
+Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+}
+
+Result<struct stat> Filesystem::DoGetattr(Inode& inode) {
+  struct stat st;
+  {
+    std::lock_guard lock(inode.mu);
+    if (inode.stat_fd >= 0) {
+      if (::fstat(inode.stat_fd, &st) != 0) return Errno("stat");
+      st.st_size = static_cast<off_t>(inode.contents->size());
+      return st;
+    }
+  }
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return Errno("stat");
+  return Translate(st, fd.get(), "", &inode);
+}
+
+Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode) {
+  if (inode.contents) return inode.contents;
+  int fd = -1;
+  {
+    std::shared_lock tree(tree_mu_);
+    auto rw = OpenInode(inode, options_.read_only ? O_RDONLY : O_RDWR);
+    if (!rw.ok() && !options_.read_only &&
+        (rw.status().sys_errno() == EACCES || rw.status().sys_errno() == EROFS))
+      rw = OpenInode(inode, O_RDONLY);  // writes will then fail, as they should
+    SIGILFS_ASSIGN_OR_RETURN(fd, rw);
+  }
+  int stat_fd = ::dup(fd);
+  auto contents =
+      volume_->pages().Open(core::NewPosixBackingFile(fd), "file " + std::to_string(inode.key_ino));
+  if (!contents.ok()) {
+    ::close(stat_fd);
+    Log("%s", contents.status().ToString().c_str());
+    return contents.status();
+  }
+  inode.contents = std::move(contents).value();
+  inode.stat_fd = stat_fd;
+  return inode.contents;
+}
+
+Status Filesystem::DoOpen(Inode& inode, int flags) {
+  if (options_.read_only && (flags & O_ACCMODE) != O_RDONLY)
+    return Status::FromErrno(EROFS, "open");
+  std::lock_guard lock(inode.mu);
+  SIGILFS_ASSIGN_OR_RETURN(auto contents, ContentsFor(inode));
+  ++inode.open_count;
+  if ((flags & O_TRUNC) != 0 && (flags & O_ACCMODE) != O_RDONLY) {
+    Status s = contents->Truncate(0);
+    if (!s.ok()) {
+      --inode.open_count;
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Filesystem::Chown(int dirfd, const std::string& stored, const Caller& caller,
+                         const struct stat& dir) {
+  if (!options_.set_owner) return Status::Ok();
+  // New entries belong to whoever made them; in a setgid directory, to its group.
+  const gid_t gid = (dir.st_mode & S_ISGID) != 0 ? dir.st_gid : caller.gid;
+  if (::fchownat(dirfd, stored.c_str(), caller.uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+    return Errno("chown");
+  return Status::Ok();
+}
+
+Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_t mode, int flags,
+                                   const Caller& caller) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "create");
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  struct stat dir;
+  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, name));
+  // Cipher files are always opened for reading too: partial writes read the old page.
+  constexpr int kOpen = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  int fd = ::openat(dirfd.get(), stored.c_str(), kOpen | O_CREAT | O_EXCL, mode & 07777);
+  const bool created = fd >= 0;
+  if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0)
+    fd = ::openat(dirfd.get(), stored.c_str(), kOpen);  // lost a race with another creator
+  if (fd < 0) return Errno("create");
+  Fd file(fd);
+  if (created) SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
+                           Intern(st, parent.shared_from_this(), stored));
+  {
+    std::lock_guard lock(inode->mu);
+    if (!inode->contents) {
+      const int stat_fd = ::dup(fd);
+      auto contents = volume_->pages().Open(core::NewPosixBackingFile(file.release()),
+                                            "file " + std::to_string(st.st_ino));
+      if (!contents.ok()) {
+        ::close(stat_fd);
+        Forget(NodeId(*inode), 1);
+        return contents.status();
+      }
+      inode->contents = std::move(contents).value();
+      inode->stat_fd = stat_fd;
+    }
+    ++inode->open_count;
+    if ((flags & O_TRUNC) != 0 && !created) {
+      Status s = inode->contents->Truncate(0);
+      if (!s.ok()) {
+        --inode->open_count;
+        return s;
+      }
+    }
+  }
+  if (::fstatat(dirfd.get(), stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(struct stat attr, Translate(st, dirfd.get(), stored, inode.get()));
+  return Entry{std::move(inode), attr};
+}
+
+Result<size_t> Filesystem::DoRead(Inode& inode, uint64_t offset, MutableByteSpan out) {
+  std::shared_ptr<core::FileContents> c;
+  {
+    std::lock_guard lock(inode.mu);
+    c = inode.contents;
+  }
+  if (!c) return Status::FromErrno(EBADF, "read");
+  auto n = c->Read(offset, out);
+  if (n.ok() && *n < out.size() && offset + *n < c->size()) {
+    // The kernel takes a short reply for the end of the file (and would shrink its idea of the
+    // size): a page that cannot be read must fail the whole request instead.
+    n = c->Read(offset + *n, out.subspan(*n));
+    if (n.ok()) n = Status(Code::kIoError, "short read inside the file");
+  }
+  if (!n.ok())
+    Log("read at %llu: %s", static_cast<unsigned long long>(offset), n.status().ToString().c_str());
+  return n;
+}
+
+Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& source,
+                                   size_t length, bool append) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "write");
+  std::unique_lock lock(inode.mu);
+  std::shared_ptr<core::FileContents> c = inode.contents;
+  if (!c) return Status::FromErrno(EBADF, "write");
+  if (append) return c->Write(c->size(), source, length);  // appenders serialize on inode.mu
+  lock.unlock();
+  return c->Write(offset, source, length);
+}
+
+Status Filesystem::DoFlush(Inode& inode) {
+  std::shared_ptr<core::FileContents> c;
+  {
+    std::lock_guard lock(inode.mu);
+    c = inode.contents;
+  }
+  return c ? c->Flush() : Status::Ok();
+}
+
+Status Filesystem::DoFsync(Inode& inode, bool datasync) {
+  std::shared_ptr<core::FileContents> c;
+  {
+    std::lock_guard lock(inode.mu);
+    c = inode.contents;
+  }
+  return c ? c->Sync(datasync) : Status::Ok();
+}
+
+Status Filesystem::DoRelease(Inode& inode) {
+  std::lock_guard lock(inode.mu);
+  if (--inode.open_count > 0 || !inode.contents) return Status::Ok();
+  Status s = inode.contents->Flush();
+  inode.contents.reset();
+  if (inode.stat_fd >= 0) ::close(inode.stat_fd);
+  inode.stat_fd = -1;
+  return s;
+}
+
+Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr, int to_set) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "setattr");
+  if ((to_set & kSetSize) != 0) {
+    std::lock_guard lock(inode.mu);
+    const bool was_open = inode.contents != nullptr;
+    SIGILFS_ASSIGN_OR_RETURN(auto c, ContentsFor(inode));
+    Status s = c->Truncate(static_cast<uint64_t>(attr.st_size));
+    if (!was_open) {
+      inode.contents.reset();
+      ::close(inode.stat_fd);
+      inode.stat_fd = -1;
+    }
+    SIGILFS_RETURN_IF_ERROR(s);
+  }
+  if ((to_set & (kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime)) != 0) {
+    std::shared_lock tree(tree_mu_);
+    // Through /proc/self/fd of an O_PATH descriptor: works for unlinked open files too.
+    int raw = -1;
+    {
+      std::lock_guard lock(inode.mu);
+      if (inode.stat_fd >= 0) raw = ::dup(inode.stat_fd);
+    }
+    if (raw < 0) {
+      SIGILFS_ASSIGN_OR_RETURN(raw, OpenInode(inode, O_PATH));
+    }
+    Fd fd(raw);
+    if ((to_set & kSetMode) != 0 && !S_ISLNK(inode.type) &&
+        ::chmod(ProcPath(fd.get()).c_str(), attr.st_mode & 07777) != 0)
+      return Errno("chmod");
+    if ((to_set & (kSetUid | kSetGid)) != 0 &&
+        ::fchownat(fd.get(), "", (to_set & kSetUid) ? attr.st_uid : static_cast<uid_t>(-1),
+                   (to_set & kSetGid) ? attr.st_gid : static_cast<gid_t>(-1),
+                   AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+      return Errno("chown");
+    if ((to_set & (kSetAtime | kSetMtime)) != 0) {
+      struct timespec ts[2];
+      ts[0] = (to_set & kSetAtime) ? attr.st_atim : timespec{0, UTIME_OMIT};
+      ts[1] = (to_set & kSetMtime) ? attr.st_mtim : timespec{0, UTIME_OMIT};
+      if ((to_set & kSetAtimeNow) != 0) ts[0] = {0, UTIME_NOW};
+      if ((to_set & kSetMtimeNow) != 0) ts[1] = {0, UTIME_NOW};
+      if (!S_ISLNK(inode.type) && ::utimensat(AT_FDCWD, ProcPath(fd.get()).c_str(), ts, 0) != 0)
+        return Errno("utimens");
+    }
+  }
+  return DoGetattr(inode);
+}
+
+Result<std::string> Filesystem::DoReadlink(Inode& inode) {
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  char buf[4096];
+  ssize_t n = ::readlinkat(fd.get(), "", buf, sizeof buf);
+  if (n < 0) return Errno("readlink");
+  auto target = volume_->DecryptSymlinkTarget(std::string_view(buf, static_cast<size_t>(n)));
+  if (!target.ok()) Log("readlink: %s", target.status().ToString().c_str());
+  return target;
+}
+
+Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t mode, dev_t rdev,
+                                  const Caller& caller) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  struct stat dir;
+  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, name));
+  if (::mknodat(dirfd.get(), stored.c_str(), mode, rdev) != 0) return Errno("mknod");
+  SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
+  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+}
+
+Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t mode,
+                                  const Caller& caller) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  struct stat dir;
+  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  // A setgid directory passes its bit on to subdirectories, as on ext4.
+  const mode_t dir_mode = (mode & 07777) | (dir.st_mode & S_ISGID);
+  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(dirfd.get(), iv, name, dir_mode));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
+  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+}
+
+Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
+                                    const std::string& target, const Caller& caller) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "symlink");
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  struct stat dir;
+  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_->EncryptSymlinkTarget(target));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, name));
+  if (::symlinkat(sealed.c_str(), dirfd.get(), stored.c_str()) != 0) return Errno("symlink");
+  SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
+  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+}
+
+Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::string& new_name) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "link");
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(new_parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(new_parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, new_name));
+  SIGILFS_ASSIGN_OR_RETURN(int src_raw, OpenInode(inode, O_PATH));
+  Fd src(src_raw);
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, new_name));
+  if (::linkat(src.get(), "", dirfd.get(), stored.c_str(), AT_EMPTY_PATH) != 0)
+    return Errno("link");
+  return EntryAt(new_parent.shared_from_this(), dirfd.get(), stored);
+}
+
+std::shared_ptr<Inode> Filesystem::FindLocked(int dirfd, const std::string& stored) {
+  struct stat st;
+  if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return nullptr;
+  std::lock_guard lock(table_mu_);
+  auto it = table_.find({st.st_dev, st.st_ino});
+  return it == table_.end() ? nullptr : it->second;
+}
+
+Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "unlink");
+  std::unique_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  struct stat st;
+  if (::fstatat(dirfd.get(), stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("unlink");
+  if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "unlink");
+  std::shared_ptr<Inode> inode = FindLocked(dirfd.get(), stored);
+  if (::unlinkat(dirfd.get(), stored.c_str(), 0) != 0) return Errno("unlink");
+  if (inode) {
+    // Other hard links (if any) keep reaching it.
+    std::lock_guard lock(inode->name_mu);
+    RemoveName(*inode, parent, stored);
+  }
+  volume_->ReleaseName(dirfd.get(), stored);
+  return Status::Ok();
+}
+
+// Removes a cipher directory that holds nothing but its own IV (and long-name side files of
+// nothing): the IV goes last-but-one and comes back if the final rmdir fails.
+Status Filesystem::RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored) {
+  int raw = ::openat(dirfd, stored.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (raw < 0) return Errno("rmdir");
+  Fd sub(raw);
+  DIR* d = ::fdopendir(::dup(sub.get()));
+  if (d == nullptr) return Errno("rmdir");
+  bool empty = true;
+  while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): private stream
+    const std::string_view n = e->d_name;
+    if (n == "." || n == ".." || n == core::kDirIvFileName) continue;
+    empty = false;
+    break;
+  }
+  ::closedir(d);
+  if (!empty) return Status::FromErrno(ENOTEMPTY, "rmdir");
+  auto iv = volume_->ReadDirIv(sub.get());
+  if (::unlinkat(sub.get(), core::kDirIvFileName, 0) != 0 && errno != ENOENT) return Errno("rmdir");
+  if (::unlinkat(dirfd, stored.c_str(), AT_REMOVEDIR) != 0) {
+    const Status s = Errno("rmdir");
+    if (iv.ok()) {  // put the IV back so the directory stays usable
+      int f =
+          ::openat(sub.get(), core::kDirIvFileName, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+      if (f >= 0) {
+        (void)!::write(f, iv->data(), iv->size());
+        ::close(f);
+      }
+    }
+    return s;
+  }
+  return Status::Ok();
+}
+
+Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "rmdir");
+  std::unique_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  std::shared_ptr<Inode> inode = FindLocked(dirfd.get(), stored);
+  SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(dirfd.get(), stored));
+  if (inode) {
+    std::lock_guard lock(inode->name_mu);
+    RemoveName(*inode, parent, stored);
+  }
+  volume_->ReleaseName(dirfd.get(), stored);
+  return Status::Ok();
+}
+
+Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_parent,
+                            const std::string& new_name, unsigned int flags) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "rename");
+  if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0)
+    return Status::FromErrno(EINVAL, "rename");
+  std::unique_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw_old, OpenInode(parent, O_PATH | O_DIRECTORY));
+  Fd olddir(raw_old);
+  SIGILFS_ASSIGN_OR_RETURN(int raw_new, OpenInode(new_parent, O_PATH | O_DIRECTORY));
+  Fd newdir(raw_new);
+  SIGILFS_ASSIGN_OR_RETURN(DirIv old_iv, DirIvOf(parent, olddir.get()));
+  SIGILFS_ASSIGN_OR_RETURN(DirIv new_iv, DirIvOf(new_parent, newdir.get()));
+  SIGILFS_ASSIGN_OR_RETURN(std::string old_stored, volume_->StoredName(old_iv, name));
+  SIGILFS_ASSIGN_OR_RETURN(std::string new_stored, volume_->StoredName(new_iv, new_name));
+
+  struct stat src, dst;
+  if (::fstatat(olddir.get(), old_stored.c_str(), &src, AT_SYMLINK_NOFOLLOW) != 0)
+    return Errno("rename");
+  const bool target_exists =
+      ::fstatat(newdir.get(), new_stored.c_str(), &dst, AT_SYMLINK_NOFOLLOW) == 0;
+  auto find = [&](const struct stat& st) -> std::shared_ptr<Inode> {
+    std::lock_guard lock(table_mu_);
+    auto it = table_.find({st.st_dev, st.st_ino});
+    return it == table_.end() ? nullptr : it->second;
+  };
+  // Renames one of an inode's names (or adds it, if the inode was not known by the old one).
+  auto move_to = [](const std::shared_ptr<Inode>& inode, Inode& from_dir, const std::string& from,
+                    Inode& to_dir, const std::string& to) {
+    if (!inode) return;
+    std::lock_guard lock(inode->name_mu);
+    RemoveName(*inode, from_dir, from);
+    AddName(*inode, to_dir.shared_from_this(), to);
+  };
+
+  if ((flags & RENAME_EXCHANGE) != 0) {
+    if (!target_exists) return Status::FromErrno(ENOENT, "rename");
+    if (::renameat2(olddir.get(), old_stored.c_str(), newdir.get(), new_stored.c_str(),
+                    RENAME_EXCHANGE) != 0)
+      return Errno("rename");
+    // Side files of long names belong to the names, which stay where they are.
+    auto a = find(src), b = find(dst);
+    move_to(a, parent, old_stored, new_parent, new_stored);
+    move_to(b, new_parent, new_stored, parent, old_stored);
+    return Status::Ok();
+  }
+  if (target_exists) {
+    if (src.st_dev == dst.st_dev && src.st_ino == dst.st_ino) return Status::Ok();  // same file
+    if ((flags & RENAME_NOREPLACE) != 0) return Status::FromErrno(EEXIST, "rename");
+    if (S_ISDIR(src.st_mode) && !S_ISDIR(dst.st_mode)) return Status::FromErrno(ENOTDIR, "rename");
+    if (!S_ISDIR(src.st_mode) && S_ISDIR(dst.st_mode)) return Status::FromErrno(EISDIR, "rename");
+  }
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(newdir.get(), new_iv, new_name));
+  std::shared_ptr<Inode> replaced = target_exists ? find(dst) : nullptr;
+  if (target_exists && S_ISDIR(dst.st_mode)) {
+    // The cipher directory still holds its IV file: an "empty" target must be removed first.
+    SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(newdir.get(), new_stored));
+  }
+  if (::renameat2(olddir.get(), old_stored.c_str(), newdir.get(), new_stored.c_str(),
+                  flags & RENAME_NOREPLACE) != 0)
+    return Errno("rename");
+  if (replaced) {
+    std::lock_guard lock(replaced->name_mu);
+    RemoveName(*replaced, new_parent, new_stored);
+  }
+  move_to(find(src), parent, old_stored, new_parent, new_stored);
+  if (olddir.get() != newdir.get() || old_stored != new_stored)
+    volume_->ReleaseName(olddir.get(), old_stored);
+  return Status::Ok();
+}
+
+Result<struct statvfs> Filesystem::DoStatfs() {
+  struct statvfs st;
+  if (::fstatvfs(volume_->root_fd(), &st) != 0) return Errno("statfs");
+  st.f_namemax = core::kMaxPlainNameLength;
+  return st;
+}
+
+Result<std::unique_ptr<Filesystem::DirHandle>> Filesystem::DoOpendir(Inode& inode) {
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_RDONLY | O_DIRECTORY));
+  auto handle = std::make_unique<DirHandle>();
+  handle->fd = raw;
+  SIGILFS_ASSIGN_OR_RETURN(handle->iv, DirIvOf(inode, raw));
+  return handle;
+}
+
+void Filesystem::FlushAll() {
+  std::vector<std::shared_ptr<Inode>> inodes;
+  {
+    std::lock_guard lock(table_mu_);
+    for (auto& [key, inode] : table_) inodes.push_back(inode);
+  }
+  for (auto& inode : inodes) {
+    std::shared_ptr<core::FileContents> c;
+    {
+      std::lock_guard lock(inode->mu);
+      c = inode->contents;
+    }
+    if (c) {
+      Status s = c->Flush();
+      if (!s.ok()) Log("flush on unmount: %s", s.ToString().c_str());
+    }
+  }
+}
+
+}  // namespace sigilfs::fuse

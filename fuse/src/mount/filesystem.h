@@ -1,0 +1,149 @@
+// The mounted filesystem: inode table and every operation as DoX() returning Status/Result;
+// lowlevel.cc turns requests into these calls and results into replies.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "sigilfs/core/volume.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::fuse {
+
+// What the kernel knows as one node id. No descriptor is held per inode (home directories
+// hold millions of files and the descriptor limit is far lower): an inode remembers its
+// parent and stored name, and paths are resolved from the root descriptor per operation.
+// Open files hold their descriptor inside their FileContents.
+struct Inode : std::enable_shared_from_this<Inode> {
+  uint64_t key_dev = 0, key_ino = 0;  // the backing object's identity
+  mode_t type = 0;                    // S_IFMT bits
+  // Where it is: every (directory, stored name) it is known by — several for hard links.
+  // Changed by rename/unlink (under Filesystem::tree_mu_ exclusive) and by lookups (shared);
+  // read and written under name_mu. Empty once unlinked.
+  struct Name {
+    std::shared_ptr<Inode> parent;
+    std::string stored;
+  };
+  std::mutex name_mu;
+  std::vector<Name> names;  // the first is used to reach it
+  uint64_t nlookup = 0;     // GUARDED_BY(Filesystem::table_mu_)
+
+  std::mutex mu;                                 // guards the fields below
+  std::optional<core::DirIv> iv;                 // directories: cached name IV
+  std::shared_ptr<core::FileContents> contents;  // regular files while open
+  int stat_fd = -1;                              // the open cipher file, for fstat
+  int open_count = 0;
+};
+
+struct Entry {
+  std::shared_ptr<Inode> inode;  // with one lookup reference taken for the kernel
+  struct stat attr;
+};
+
+// Who asks: for ownership of new files and setgid rules.
+struct Caller {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// Which attributes DoSetattr changes (the same bits as FUSE_SET_ATTR_*).
+enum SetattrBits : int {
+  kSetMode = 1 << 0,
+  kSetUid = 1 << 1,
+  kSetGid = 1 << 2,
+  kSetSize = 1 << 3,
+  kSetAtime = 1 << 4,
+  kSetMtime = 1 << 5,
+  kSetAtimeNow = 1 << 7,
+  kSetMtimeNow = 1 << 8,
+};
+
+struct MountOptions {
+  bool read_only = false;
+  bool set_owner = false;  // chown new files to the caller (root daemon serving other users)
+};
+
+// Thread-safety: safe for concurrent access without external synchronization.
+// Lock order: tree_mu_ (names and parents) before Inode::mu before table_mu_.
+class Filesystem {
+ public:
+  Filesystem(std::unique_ptr<core::Volume> volume, MountOptions options);
+  ~Filesystem();
+
+  std::shared_ptr<Inode> root() const { return root_; }
+  std::shared_ptr<Inode> Get(uint64_t nodeid) const;
+  uint64_t NodeId(const Inode& inode) const;
+  void Forget(uint64_t nodeid, uint64_t n);
+
+  Result<Entry> DoLookup(Inode& parent, const std::string& name);
+  Result<struct stat> DoGetattr(Inode& inode);
+  Result<struct stat> DoSetattr(Inode& inode, const struct stat& attr, int to_set);
+  Result<std::string> DoReadlink(Inode& inode);
+  Result<Entry> DoMknod(Inode& parent, const std::string& name, mode_t mode, dev_t rdev,
+                        const Caller& caller);
+  Result<Entry> DoMkdir(Inode& parent, const std::string& name, mode_t mode, const Caller& caller);
+  Result<Entry> DoSymlink(Inode& parent, const std::string& name, const std::string& target,
+                          const Caller& caller);
+  Result<Entry> DoLink(Inode& inode, Inode& new_parent, const std::string& new_name);
+  Status DoUnlink(Inode& parent, const std::string& name);
+  Status DoRmdir(Inode& parent, const std::string& name);
+  Status DoRename(Inode& parent, const std::string& name, Inode& new_parent,
+                  const std::string& new_name, unsigned int flags);
+  Result<struct statvfs> DoStatfs();
+
+  // Regular files. Open/Create take an open reference released by Release.
+  Status DoOpen(Inode& inode, int flags);
+  Result<Entry> DoCreate(Inode& parent, const std::string& name, mode_t mode, int flags,
+                         const Caller& caller);
+  Result<size_t> DoRead(Inode& inode, uint64_t offset, MutableByteSpan out);
+  Result<size_t> DoWrite(Inode& inode, uint64_t offset, core::Source& source, size_t length,
+                         bool append);
+  Status DoFlush(Inode& inode);
+  Status DoFsync(Inode& inode, bool datasync);
+  Status DoRelease(Inode& inode);
+
+  // Directories: a handle is a readable descriptor plus the directory's IV.
+  struct DirHandle {
+    int fd = -1;
+    core::DirIv iv;
+    ~DirHandle();
+  };
+  Result<std::unique_ptr<DirHandle>> DoOpendir(Inode& inode);
+  core::Volume& volume() { return *volume_; }
+
+  // Writes back every open file (on unmount and on signals).
+  void FlushAll();
+
+ private:
+  std::string PathLocked(const Inode& inode) const;            // REQUIRES tree_mu_ (shared)
+  Result<int> OpenInode(const Inode& inode, int flags) const;  // REQUIRES tree_mu_ (shared)
+  Result<core::DirIv> DirIvOf(Inode& dir, int dirfd);
+  Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
+                                        const std::string& stored);
+  Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, int dirfd, const std::string& stored);
+  Result<struct stat> Translate(struct stat st, int dirfd, const std::string& stored,
+                                const Inode* inode);
+  Status Chown(int dirfd, const std::string& stored, const Caller& caller, const struct stat& dir);
+  Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);    // REQUIRES inode.mu
+  std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
+  Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
+
+  std::unique_ptr<core::Volume> volume_;
+  MountOptions options_;
+  std::shared_ptr<Inode> root_;
+
+  mutable std::shared_mutex tree_mu_;
+  mutable std::mutex table_mu_;
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>> table_;  // GUARDED_BY(table_mu_)
+};
+
+}  // namespace sigilfs::fuse

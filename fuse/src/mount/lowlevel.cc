@@ -1,0 +1,287 @@
+// Translates FUSE requests into Filesystem calls and results into replies (errno in one place).
+#include "lowlevel.h"
+
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "filesystem.h"
+#include "log.h"
+#include "sigilfs/core/source.h"
+#include "sigilfs/fuse/errno_map.h"
+
+namespace sigilfs::fuse {
+namespace {
+
+static_assert(kSetMode == FUSE_SET_ATTR_MODE && kSetUid == FUSE_SET_ATTR_UID &&
+              kSetGid == FUSE_SET_ATTR_GID && kSetSize == FUSE_SET_ATTR_SIZE &&
+              kSetAtime == FUSE_SET_ATTR_ATIME && kSetMtime == FUSE_SET_ATTR_MTIME &&
+              kSetAtimeNow == FUSE_SET_ATTR_ATIME_NOW && kSetMtimeNow == FUSE_SET_ATTR_MTIME_NOW);
+
+// Attributes and names are cached by the kernel for a second: every change goes through this
+// daemon, which invalidates nothing it has not told the kernel about.
+constexpr double kTimeout = 1.0;
+
+Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+std::shared_ptr<Inode> InodeOf(fuse_req_t req, fuse_ino_t ino) { return Fs(req).Get(ino); }
+
+Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return Caller{ctx->uid, ctx->gid};
+}
+
+void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
+
+void ReplyEntry(fuse_req_t req, Result<Entry> r) {
+  if (!r.ok()) return ReplyError(req, r.status());
+  fuse_entry_param e{};
+  e.ino = Fs(req).NodeId(*r->inode);
+  e.attr = r->attr;
+  e.attr_timeout = kTimeout;
+  e.entry_timeout = kTimeout;
+  if (fuse_reply_entry(req, &e) != 0) Fs(req).Forget(e.ino, 1);  // the kernel never got it
+}
+
+void ReplyAttr(fuse_req_t req, Result<struct stat> r) {
+  if (!r.ok()) return ReplyError(req, r.status());
+  fuse_reply_attr(req, &*r, kTimeout);
+}
+
+void ReplyStatus(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() ? 0 : ErrnoFor(s)); }
+
+void Init(void*, fuse_conn_info* conn) {
+  // Request data arrives in memory (not through a pipe), so large writes are sealed straight
+  // from the request buffer without a copy.
+  conn->want &= ~FUSE_CAP_SPLICE_READ;
+  if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) != 0) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
+void Destroy(void* userdata) { static_cast<Filesystem*>(userdata)->FlushAll(); }
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, Fs(req).DoLookup(*InodeOf(req, parent), name));
+}
+
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
+  Fs(req).Forget(ino, n);
+  fuse_reply_none(req);
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  ReplyAttr(req, Fs(req).DoGetattr(*InodeOf(req, ino)));
+}
+
+void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  ReplyAttr(req, Fs(req).DoSetattr(*InodeOf(req, ino), *attr, to_set));
+}
+
+void Readlink(fuse_req_t req, fuse_ino_t ino) {
+  auto r = Fs(req).DoReadlink(*InodeOf(req, ino));
+  if (!r.ok()) return ReplyError(req, r.status());
+  fuse_reply_readlink(req, r->c_str());
+}
+
+void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  ReplyEntry(req, Fs(req).DoMknod(*InodeOf(req, parent), name, mode, rdev, CallerOf(req)));
+}
+
+void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  ReplyEntry(req, Fs(req).DoMkdir(*InodeOf(req, parent), name, mode, CallerOf(req)));
+}
+
+void Symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, Fs(req).DoSymlink(*InodeOf(req, parent), name, target, CallerOf(req)));
+}
+
+void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  ReplyEntry(req, Fs(req).DoLink(*InodeOf(req, ino), *InodeOf(req, new_parent), new_name));
+}
+
+void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, Fs(req).DoUnlink(*InodeOf(req, parent), name));
+}
+
+void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyStatus(req, Fs(req).DoRmdir(*InodeOf(req, parent), name));
+}
+
+void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+            const char* new_name, unsigned int flags) {
+  ReplyStatus(req, Fs(req).DoRename(*InodeOf(req, parent), name, *InodeOf(req, new_parent),
+                                    new_name, flags));
+}
+
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Status s = Fs(req).DoOpen(*InodeOf(req, ino), fi->flags);
+  if (!s.ok()) return ReplyError(req, s);
+  // All changes reach the kernel's page cache through this mount, so it stays valid.
+  fi->keep_cache = 1;
+  if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*InodeOf(req, ino));
+}
+
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  auto r = Fs(req).DoCreate(*InodeOf(req, parent), name, mode, fi->flags, CallerOf(req));
+  if (!r.ok()) return ReplyError(req, r.status());
+  fuse_entry_param e{};
+  e.ino = Fs(req).NodeId(*r->inode);
+  e.attr = r->attr;
+  e.attr_timeout = kTimeout;
+  e.entry_timeout = kTimeout;
+  fi->keep_cache = 1;
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    (void)Fs(req).DoRelease(*r->inode);
+    Fs(req).Forget(e.ino, 1);
+  }
+}
+
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  auto n = Fs(req).DoRead(*InodeOf(req, ino), static_cast<uint64_t>(offset),
+                          MutableByteSpan(buffer.data(), size));
+  if (!n.ok()) return ReplyError(req, n.status());
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *n);
+}
+
+void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, fuse_file_info* fi) {
+  const size_t length = fuse_buf_size(bufv);
+  std::vector<iovec> iov;
+  std::vector<char> copy;
+  bool in_memory = true;
+  for (size_t i = bufv->idx; i < bufv->count; ++i)
+    in_memory = in_memory && (bufv->buf[i].flags & FUSE_BUF_IS_FD) == 0;
+  if (in_memory) {
+    for (size_t i = bufv->idx; i < bufv->count; ++i) {
+      const fuse_buf& b = bufv->buf[i];
+      const size_t skip = i == bufv->idx ? bufv->off : 0;
+      iov.push_back({static_cast<char*>(b.mem) + skip, b.size - skip});
+    }
+  } else {
+    // Data still in a pipe: copy it out once (splice reads are turned off, so this is rare).
+    copy.resize(length);
+    fuse_bufvec dst = FUSE_BUFVEC_INIT(length);
+    dst.buf[0].mem = copy.data();
+    const ssize_t got = fuse_buf_copy(&dst, bufv, static_cast<fuse_buf_copy_flags>(0));
+    if (got < 0) {
+      fuse_reply_err(req, static_cast<int>(-got));
+      return;
+    }
+    iov.push_back({copy.data(), static_cast<size_t>(got)});
+  }
+  core::IovecSource source(iov);
+  auto n = Fs(req).DoWrite(*InodeOf(req, ino), static_cast<uint64_t>(offset), source, length,
+                           (fi->flags & O_APPEND) != 0);
+  if (!n.ok()) return ReplyError(req, n.status());
+  fuse_reply_write(req, *n);
+}
+
+void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  ReplyStatus(req, Fs(req).DoFlush(*InodeOf(req, ino)));
+}
+
+void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  ReplyStatus(req, Fs(req).DoFsync(*InodeOf(req, ino), datasync != 0));
+}
+
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  ReplyStatus(req, Fs(req).DoRelease(*InodeOf(req, ino)));
+}
+
+Filesystem::DirHandle* HandleOf(fuse_file_info* fi) {
+  return reinterpret_cast<Filesystem::DirHandle*>(fi->fh);
+}
+
+void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto h = Fs(req).DoOpendir(*InodeOf(req, ino));
+  if (!h.ok()) return ReplyError(req, h.status());
+  fi->fh = reinterpret_cast<uint64_t>(h->get());
+  if (fuse_reply_open(req, fi) == 0) (void)h->release();
+}
+
+void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  Filesystem::DirHandle* h = HandleOf(fi);
+  Status s = Fs(req).volume().ListDirectory(
+      h->fd, h->iv, offset,
+      [&](const core::DirEntry& e) {
+        struct stat st {};
+        st.st_ino = e.ino;
+        st.st_mode = static_cast<mode_t>(e.type) << 12;
+        const size_t n = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st,
+                                           e.next_offset);
+        if (n > size - used) return false;  // full: the kernel asks again from this entry
+        used += n;
+        return true;
+      },
+      [ino](const std::string& stored, const Status& why) {
+        Log("directory %llu: skipping damaged entry %s: %s", static_cast<unsigned long long>(ino),
+            stored.c_str(), why.ToString().c_str());
+      });
+  if (!s.ok() && used == 0) return ReplyError(req, s);
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete HandleOf(fi);
+  fuse_reply_err(req, 0);
+}
+
+void Fsyncdir(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
+  const int rc = datasync ? ::fdatasync(HandleOf(fi)->fd) : ::fsync(HandleOf(fi)->fd);
+  fuse_reply_err(req, rc == 0 ? 0 : errno);
+}
+
+void Statfs(fuse_req_t req, fuse_ino_t) {
+  auto r = Fs(req).DoStatfs();
+  if (!r.ok()) return ReplyError(req, r.status());
+  fuse_reply_statfs(req, &*r);
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = Init;
+  ops.destroy = Destroy;
+  ops.lookup = Lookup;
+  ops.forget = Forget;
+  ops.forget_multi = ForgetMulti;
+  ops.getattr = Getattr;
+  ops.setattr = Setattr;
+  ops.readlink = Readlink;
+  ops.mknod = Mknod;
+  ops.mkdir = Mkdir;
+  ops.symlink = Symlink;
+  ops.link = Link;
+  ops.unlink = Unlink;
+  ops.rmdir = Rmdir;
+  ops.rename = Rename;
+  ops.open = Open;
+  ops.create = Create;
+  ops.read = Read;
+  ops.write_buf = WriteBuf;
+  ops.flush = Flush;
+  ops.fsync = Fsync;
+  ops.release = Release;
+  ops.opendir = Opendir;
+  ops.readdir = Readdir;
+  ops.releasedir = Releasedir;
+  ops.fsyncdir = Fsyncdir;
+  ops.statfs = Statfs;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& Operations() {
+  static const fuse_lowlevel_ops kOps = MakeOperations();
+  return kOps;
+}
+
+}  // namespace sigilfs::fuse

@@ -1,0 +1,332 @@
+// What a mounted vault leaves in its cipher directory: no plaintext names, targets or data,
+// and damaged ciphertext or names are refused (EIO, hidden) without bringing the daemon down.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "test_support/mount.h"
+#include "test_support/process.h"
+
+namespace sigilfs {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AssertionFailure;
+using ::testing::AssertionResult;
+using ::testing::AssertionSuccess;
+using ::testing::UnorderedElementsAre;
+
+constexpr size_t kPage = 4096;
+constexpr size_t kHeaderSize = 32;
+constexpr size_t kUnitSize = 12 + kPage + 16;  // AES-256-GCM: nonce, page, tag
+
+std::string ErrnoName(int e) {
+  const char* name = ::strerrorname_np(e);
+  return (name != nullptr ? std::string(name) : "errno " + std::to_string(e)) + " (" +
+         ::strerror(e) + ")";
+}
+
+AssertionResult Ok(long result) {
+  const int e = errno;
+  if (result != -1) return AssertionSuccess();
+  return AssertionFailure() << "failed with " << ErrnoName(e);
+}
+
+AssertionResult FailsWith(long result, int expected) {
+  const int e = errno;
+  if (result == -1 && e == expected) return AssertionSuccess();
+  if (result != -1) {
+    return AssertionFailure() << "succeeded (returned " << result << "), expected "
+                              << ErrnoName(expected);
+  }
+  return AssertionFailure() << "failed with " << ErrnoName(e) << ", expected "
+                            << ErrnoName(expected);
+}
+
+std::string Repeat(std::string_view s, size_t times) {
+  std::string out;
+  for (size_t i = 0; i < times; ++i) out += s;
+  return out;
+}
+
+// Writes `data` to a new or truncated file with open/write/close.
+AssertionResult WriteFile(const std::string& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return AssertionFailure() << "open(" << path << "): " << ErrnoName(errno);
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      return AssertionFailure() << "write(" << path << ") at " << done << ": " << ErrnoName(e);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return AssertionFailure() << "close(" << path << "): " << ErrnoName(errno);
+  return AssertionSuccess();
+}
+
+// The file at `path` reads back (open/read/close) as exactly `expected`.
+AssertionResult HasContent(const std::string& path, std::string_view expected) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return AssertionFailure() << "open(" << path << "): " << ErrnoName(errno);
+  std::string actual;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      return AssertionFailure() << "read(" << path << "): " << ErrnoName(e);
+    }
+    if (n == 0) break;
+    actual.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (actual == expected) return AssertionSuccess();
+  return AssertionFailure() << path << " holds " << actual.size() << " bytes, expected "
+                            << expected.size() << " (or the bytes differ)";
+}
+
+// All names readdir returns for `path`, with "." and "..".
+AssertionResult ListDir(const std::string& path, std::vector<std::string>* names) {
+  names->clear();
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return AssertionFailure() << "opendir(" << path << "): " << ErrnoName(errno);
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir);
+    if (e == nullptr) break;
+    names->push_back(e->d_name);
+  }
+  const int e = errno;
+  ::closedir(dir);
+  if (e != 0) return AssertionFailure() << "readdir(" << path << "): " << ErrnoName(e);
+  return AssertionSuccess();
+}
+
+// pread of page `index` of `fd` returns exactly that page of `data`.
+AssertionResult PreadsPage(int fd, size_t index, const std::string& data) {
+  std::string buf(kPage, '\0');
+  const ssize_t n = ::pread(fd, buf.data(), kPage, static_cast<off_t>(index * kPage));
+  if (n < 0) return AssertionFailure() << "pread of page " << index << ": " << ErrnoName(errno);
+  if (static_cast<size_t>(n) != kPage) {
+    return AssertionFailure() << "pread of page " << index << " returned " << n << " bytes, not "
+                              << kPage;
+  }
+  if (buf != data.substr(index * kPage, kPage)) {
+    return AssertionFailure() << "page " << index << " holds the wrong bytes";
+  }
+  return AssertionSuccess();
+}
+
+bool IsBase64Url(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Regular files directly in `dir` whose names have no '.' (encrypted names, not the vault's).
+std::vector<fs::path> EncryptedFilesIn(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().filename().string().find('.') == std::string::npos) {
+      out.push_back(e.path());
+    }
+  }
+  return out;
+}
+
+class MountHygieneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test::FuseAvailable()) vault_ = std::make_unique<test::MountedVault>();
+  }
+  std::string P(const std::string& rel) const { return vault_->path(rel); }
+
+  std::unique_ptr<test::MountedVault> vault_;
+};
+
+TEST_F(MountHygieneTest, CipherDirectoryHoldsNoPlaintext) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  const std::string data = Repeat("MARKERDATA", 1000);  // several pages
+  ASSERT_TRUE(Ok(::mkdir(P("MARKERNAME-dir").c_str(), 0755)));
+  ASSERT_TRUE(Ok(::mkdir(P("MARKERNAME-dir/MARKERNAME-subdir").c_str(), 0755)));
+  ASSERT_TRUE(WriteFile(P("MARKERNAME-dir/MARKERNAME-subdir/MARKERNAME-file"), data));
+  ASSERT_TRUE(WriteFile(P("MARKERNAME-small"), "MARKERDATA"));
+  ASSERT_TRUE(WriteFile(P("MARKERNAME-dir/MARKERNAME-renamed-from"), "MARKERDATA renamed"));
+  ASSERT_TRUE(Ok(::rename(P("MARKERNAME-dir/MARKERNAME-renamed-from").c_str(),
+                          P("MARKERNAME-renamed-to").c_str())));
+  // A 255-byte name goes to a long-name side file; a long directory name too.
+  const std::string long_name = Repeat("MARKERNAME", 25) + "-long";
+  ASSERT_EQ(long_name.size(), 255u);
+  ASSERT_TRUE(WriteFile(P(long_name), data));
+  ASSERT_TRUE(Ok(::mkdir(P("MARKERNAME-dir/" + Repeat("MARKERNAME", 25) + "-ldir").c_str(), 0755)));
+  ASSERT_TRUE(
+      WriteFile(P("MARKERNAME-dir/" + Repeat("MARKERNAME", 25) + "-ldir/MARKERNAME-f"), data));
+  // Symlinks: short, long (past the backing name limit), relative and absolute targets.
+  ASSERT_TRUE(Ok(::symlink("MARKERNAME-target", P("MARKERNAME-link").c_str())));
+  ASSERT_TRUE(Ok(::symlink(("/MARKERDATA/" + Repeat("MARKERNAME/", 80)).c_str(),
+                           P("MARKERNAME-dir/MARKERNAME-longlink").c_str())));
+  ASSERT_TRUE(Ok(::link(P("MARKERNAME-small").c_str(), P("MARKERNAME-hardlink").c_str())));
+  ASSERT_TRUE(Ok(::mknod(P("MARKERNAME-fifo").c_str(), S_IFIFO | 0644, 0)));
+  // Data far into a file (after a hole) and in a file written in small pieces.
+  {
+    const int fd = ::open(P("MARKERNAME-sparse").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_TRUE(Ok(fd));
+    EXPECT_TRUE(Ok(::pwrite(fd, "MARKERDATA", 10, 5 * kPage + 3)));
+    for (int i = 0; i < 50; ++i) EXPECT_TRUE(Ok(::pwrite(fd, "MARKERDATA", 10, 10 * i)));
+    EXPECT_TRUE(Ok(::fsync(fd)));
+    EXPECT_TRUE(Ok(::close(fd)));
+  }
+  EXPECT_TRUE(HasContent(P("MARKERNAME-dir/MARKERNAME-subdir/MARKERNAME-file"), data));
+  vault_->Unmount();
+
+  const std::vector<std::string> markers = {"MARKERNAME", "MARKERDATA", "MARKER",
+                                            "test passphrase"};
+  auto leaks = [&markers](std::string_view where, std::string_view bytes) {
+    std::string found;
+    for (const std::string& m : markers) {
+      if (bytes.find(m) != std::string_view::npos) found += " \"" + m + "\"";
+    }
+    return found.empty() ? std::string() : std::string(where) + " contains" + found;
+  };
+  size_t files = 0, dirs = 0, links = 0, others = 0;
+  std::vector<std::string> problems;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(vault_->cipher())) {
+    const std::string rel = e.path().lexically_relative(vault_->cipher()).string();
+    const std::string name = e.path().filename().string();
+    if (std::string p = leaks("the name " + rel, name); !p.empty()) problems.push_back(p);
+    if (name.find('.') != std::string::npos) {
+      if (name.rfind("sigilfs.", 0) != 0) {
+        problems.push_back(rel + ": a name with a '.' that is not the vault's own (sigilfs.*)");
+      }
+    } else if (!IsBase64Url(name)) {
+      problems.push_back(rel + ": an encrypted name outside [A-Za-z0-9_-]");
+    }
+    const fs::file_status st = e.symlink_status();
+    if (fs::is_symlink(st)) {
+      ++links;
+      const std::string target = fs::read_symlink(e.path()).string();
+      if (std::string p = leaks("the symlink target of " + rel, target); !p.empty()) {
+        problems.push_back(p);
+      }
+    } else if (fs::is_regular_file(st)) {
+      ++files;
+      if (std::string p = leaks("the bytes of " + rel, test::ReadAll(e.path())); !p.empty()) {
+        problems.push_back(p);
+      }
+    } else if (fs::is_directory(st)) {
+      ++dirs;
+    } else {
+      ++others;
+    }
+  }
+  EXPECT_THAT(problems, ::testing::IsEmpty());
+  // The walk saw the tree: 3 directories, 2 symlinks, a FIFO and the files.
+  EXPECT_GE(dirs, 3u);
+  EXPECT_GE(links, 2u);
+  EXPECT_GE(others, 1u);
+  EXPECT_GE(files, 7u);
+}
+
+TEST_F(MountHygieneTest, TamperedPageFailsWithEioAndOnlyThatPage) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  std::string data(3 * kPage, '\0');
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<char>('a' + (i * 7 + i / kPage) % 26);
+  }
+  ASSERT_TRUE(WriteFile(P("pages"), data));
+  vault_->Unmount();
+
+  const std::vector<fs::path> encrypted = EncryptedFilesIn(vault_->cipher());
+  ASSERT_EQ(encrypted.size(), 1u) << "the only encrypted file in the cipher directory";
+  ASSERT_EQ(fs::file_size(encrypted[0]), kHeaderSize + 3 * kUnitSize)
+      << "3 full AES-256-GCM page units after the header";
+  const off_t flip_at = static_cast<off_t>(kHeaderSize + kUnitSize + kUnitSize / 2);
+  {
+    const int fd = ::open(encrypted[0].c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_TRUE(Ok(fd));
+    char byte;
+    ASSERT_EQ(::pread(fd, &byte, 1, flip_at), 1);
+    byte ^= 0x01;
+    ASSERT_EQ(::pwrite(fd, &byte, 1, flip_at), 1);
+    ASSERT_TRUE(Ok(::close(fd)));
+  }
+  vault_->Remount();
+
+  const int fd = ::open(P("pages").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_TRUE(Ok(fd)) << "opening a file with a damaged page still works";
+  EXPECT_TRUE(PreadsPage(fd, 0, data)) << "page 0 reads correctly";
+  std::string buf(kPage, '\0');
+  EXPECT_TRUE(FailsWith(::pread(fd, buf.data(), kPage, kPage), EIO)) << "page 1 was tampered with";
+  EXPECT_TRUE(buf == std::string(kPage, '\0')) << "no bytes of a failed page reach the caller";
+  EXPECT_TRUE(FailsWith(::pread(fd, buf.data(), 10, kPage + 100), EIO))
+      << "a part of page 1, asked for again";
+  EXPECT_TRUE(PreadsPage(fd, 2, data)) << "page 2 reads correctly, after the failed page";
+  ::close(fd);
+  struct stat st;
+  EXPECT_TRUE(Ok(::stat(P("pages").c_str(), &st))) << "the daemon is still up";
+  EXPECT_EQ(st.st_size, static_cast<off_t>(3 * kPage));
+}
+
+TEST_F(MountHygieneTest, DamagedNameIsHiddenAndTheOthersAreListed) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  // Different sizes tell the cipher files apart: 60 + n bytes for n bytes of plaintext.
+  ASSERT_TRUE(WriteFile(P("alpha"), "1"));
+  ASSERT_TRUE(WriteFile(P("beta"), "22"));
+  ASSERT_TRUE(WriteFile(P("gamma"), "333"));
+  vault_->Unmount();
+
+  fs::path beta;
+  for (const fs::path& p : EncryptedFilesIn(vault_->cipher())) {
+    if (fs::file_size(p) == kHeaderSize + 12 + 2 + 16) beta = p;
+  }
+  ASSERT_FALSE(beta.empty()) << "no cipher file of beta's size";
+  // Flip the first character within the alphabet: still canonical base64url, wrong SIV tag.
+  std::string damaged = beta.filename().string();
+  damaged[0] = damaged[0] == 'A' ? 'B' : 'A';
+  ASSERT_TRUE(IsBase64Url(damaged));
+  fs::rename(beta, beta.parent_path() / damaged);
+  vault_->Remount();
+
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> names;
+    ASSERT_TRUE(ListDir(vault_->plain(), &names)) << "readdir with a damaged entry";
+    EXPECT_THAT(names, UnorderedElementsAre(".", "..", "alpha", "gamma"))
+        << "the damaged entry is not listed; the others are";
+  }
+  struct stat st;
+  EXPECT_TRUE(FailsWith(::stat(P("beta").c_str(), &st), ENOENT));
+  EXPECT_TRUE(Ok(::stat(P("alpha").c_str(), &st))) << "the daemon is still up";
+  EXPECT_TRUE(HasContent(P("alpha"), "1"));
+  EXPECT_TRUE(HasContent(P("gamma"), "333"));
+  struct statfs sf;
+  ASSERT_TRUE(Ok(::statfs(vault_->plain().c_str(), &sf)));
+  EXPECT_EQ(sf.f_type, test::kFuseSuperMagic) << "still mounted";
+  // New files can still be made next to the damaged entry.
+  EXPECT_TRUE(WriteFile(P("delta"), "4444"));
+  std::vector<std::string> names;
+  ASSERT_TRUE(ListDir(vault_->plain(), &names));
+  EXPECT_THAT(names, UnorderedElementsAre(".", "..", "alpha", "gamma", "delta"));
+}
+
+}  // namespace
+}  // namespace sigilfs

@@ -1,0 +1,112 @@
+// Test helper: a vault mounted with the real `sigilfs mount` daemon in a temporary directory,
+// always unmounted (and the daemon killed if it hangs) when the object goes away.
+#pragma once
+
+#include <signal.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support/process.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs::test {
+
+inline constexpr long kFuseSuperMagic = 0x65735546;
+
+// True if this machine can mount FUSE filesystems (device node and helper present).
+inline bool FuseAvailable() {
+  return ::access("/dev/fuse", R_OK | W_OK) == 0 &&
+         (::access("/usr/bin/fusermount3", X_OK) == 0 || ::access("/bin/fusermount3", X_OK) == 0);
+}
+
+class MountedVault {
+ public:
+  // Creates a vault (cheap KDF) and mounts it with `extra` mount arguments.
+  explicit MountedVault(std::vector<std::string> extra = {}) : extra_(std::move(extra)) {
+    std::filesystem::create_directories(cipher());
+    std::filesystem::create_directories(plain());
+    std::ofstream(passfile()) << "test passphrase\n";
+    ProcessResult r =
+        RunProcess({SIGILFS_BINARY, "init", cipher(), "--kdf", "test", "--passfile", passfile()});
+    if (r.exit_code != 0) throw std::runtime_error("sigilfs init failed: " + r.err);
+    Mount();
+  }
+  ~MountedVault() { Unmount(); }
+  MountedVault(const MountedVault&) = delete;
+  MountedVault& operator=(const MountedVault&) = delete;
+
+  std::string cipher() const { return (dir_.path() / "cipher").string(); }
+  std::string plain() const { return (dir_.path() / "plain").string(); }
+  std::string passfile() const { return (dir_.path() / "pass").string(); }
+  std::string path(const std::string& rel) const { return plain() + "/" + rel; }
+  std::string log() const { return ReadAll(dir_.path() / "daemon.log"); }
+  bool mounted() const { return pid_ > 0; }
+
+  void Mount() {
+    const std::string log_path = (dir_.path() / "daemon.log").string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+      std::vector<std::string> args = {SIGILFS_BINARY, "mount",      cipher(),  plain(),
+                                       "-f",           "--passfile", passfile()};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < deadline) {
+      struct statfs sf;
+      if (::statfs(plain().c_str(), &sf) == 0 && sf.f_type == kFuseSuperMagic) return;
+      int status;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("sigilfs mount exited early: " + log());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    Unmount();
+    throw std::runtime_error("sigilfs mount did not come up: " + log());
+  }
+
+  // Unmounts and waits for the daemon; kills it if it does not exit within 15 s.
+  void Unmount() {
+    if (pid_ <= 0) return;
+    RunProcess({"/bin/fusermount3", "-u", "-z", plain()});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    int status;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    pid_ = -1;
+  }
+
+  void Remount() {
+    Unmount();
+    Mount();
+  }
+
+ private:
+  TempDir dir_;
+  std::vector<std::string> extra_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace sigilfs::test
