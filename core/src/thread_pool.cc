@@ -1,6 +1,8 @@
 // Internal: worker threads for batch encryption and decryption.
 #include "thread_pool.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -10,6 +12,7 @@ ThreadPool::ThreadPool(unsigned workers) : workers_(workers) {}
 
 void ThreadPool::StartOnce() {
   std::call_once(started_, [this] {
+    started_pid_ = ::getpid();
     for (unsigned i = 0; i < workers_; ++i) threads_.emplace_back([this] { WorkerLoop(); });
   });
 }
@@ -47,6 +50,10 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
     return;
   }
   StartOnce();
+  if (started_pid_ != ::getpid()) {  // forked since the workers started: they are not here
+    fn(0, n);
+    return;
+  }
   const size_t chunk = (n + parts - 1) / parts;
   // Completion is counted under a mutex rather than with std::latch: libstdc++'s latch notifies
   // after its decrement, so this frame could return (destroying it) while a worker still

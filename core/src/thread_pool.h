@@ -2,6 +2,8 @@
 // across cores; the calling thread works on the batch too.
 #pragma once
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -17,7 +19,8 @@ class ThreadPool {
  public:
   // `workers` helper threads (0: none; every batch then runs on the caller). They start on first
   // use, not here: a daemon that forks after building its volume (fuse_daemonize) would
-  // otherwise lose them, since threads do not survive fork().
+  // otherwise lose them, since threads do not survive fork(). In a process forked after they
+  // started, batches run on the calling thread.
   explicit ThreadPool(unsigned workers);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -41,6 +44,7 @@ class ThreadPool {
   bool stopping_ = false;                    // GUARDED_BY(mu_)
   const unsigned workers_;
   std::once_flag started_;
+  pid_t started_pid_ = 0;  // the process the workers live in
   std::vector<std::thread> threads_;
 };
 

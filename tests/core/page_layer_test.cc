@@ -3,6 +3,8 @@
 #include "sigilfs/core/page_layer.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <random>
@@ -530,6 +532,40 @@ TEST_P(PageLayerTest, ConcurrentLargeWritesAndReadsPastTheCache) {
   auto all = ReadAll(*g);
   for (size_t r = 0; r < 4; ++r)
     EXPECT_EQ(all[r * kRun * 4096], static_cast<uint8_t>((r % 2) * 64 + 15)) << r;
+}
+
+// A daemon builds its volume and then forks (fuse_daemonize), and threads do not survive
+// fork(): large (parallel) writes must work in a child whether or not the parent had used the
+// crypto workers before forking. The first case hung before the workers started lazily.
+void WriteInForkedChild(PageLayer& layer, TestBackend& backend) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(20);  // a hang fails the child instead of the suite
+    auto f = layer.Open(backend.Open("forked"), "forked");
+    if (!f.ok()) ::_exit(2);
+    const auto data = Pattern(256 * 4096, 5);  // large: sealed in parallel pieces
+    auto n = (*f)->Write(0, data);
+    if (!n.ok() || *n != data.size() || !(*f)->Flush().ok()) ::_exit(3);
+    std::vector<uint8_t> back(data.size());
+    auto r = (*f)->Read(0, back);
+    ::_exit(r.ok() && back == data ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or crashed (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_P(PageLayerTest, ParallelWritesWorkInAChildForkedBeforeFirstUse) {
+  WriteInForkedChild(*layer_, backend_);
+}
+
+TEST_P(PageLayerTest, ParallelWritesWorkInAChildForkedAfterUse) {
+  auto f = Open("parent");
+  WriteAll(*f, 0, Pattern(256 * 4096, 6));  // starts the workers in the parent
+  ASSERT_TRUE(f->Flush().ok());
+  WriteInForkedChild(*layer_, backend_);
 }
 
 // --- Randomized comparison against a plain model. ---

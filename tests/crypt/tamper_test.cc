@@ -15,40 +15,12 @@
 #include "sigilfs/crypt/random.h"
 #include "sigilfs/crypt/siv.h"
 #include "sigilfs/status.h"
+#include "test_support/hex.h"
 
 namespace sigilfs::crypt {
 namespace {
 
-// Parses hex digits; spaces are skipped.
-std::vector<uint8_t> FromHex(std::string_view hex) {
-  std::vector<uint8_t> out;
-  int high = -1;
-  for (char c : hex) {
-    int v = 0;
-    if (c >= '0' && c <= '9') {
-      v = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      v = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      v = c - 'A' + 10;
-    } else if (c == ' ') {
-      continue;
-    } else {
-      ADD_FAILURE() << "bad hex digit '" << c << "'";
-      return {};
-    }
-    if (high < 0) {
-      high = v;
-    } else {
-      out.push_back(static_cast<uint8_t>((high << 4) | v));
-      high = -1;
-    }
-  }
-  if (high >= 0) {
-    ADD_FAILURE() << "odd number of hex digits";
-  }
-  return out;
-}
+using test::FromHex;
 
 std::vector<uint8_t> RandomVector(size_t size) {
   std::vector<uint8_t> out(size);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "sigilfs/core/config.h"
+#include "test_support/mount.h"
 #include "test_support/process.h"
 #include "test_support/temp_dir.h"
 
@@ -151,10 +152,13 @@ TEST_F(CliTest, EmptyPassphraseIsRefused) {
 }
 
 TEST_F(CliTest, DemoRuns) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
   ProcessResult r = Sigilfs({"demo", "--dir", tmp_.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("sigilfs: wrong passphrase"), std::string::npos);
   EXPECT_NE(r.out.find("Demo finished"), std::string::npos);
+  EXPECT_NE(r.out.find("read back through the mount: identical"), std::string::npos);
+  EXPECT_NE(r.out.find("found in the cipher files or names: no"), std::string::npos);
 }
 
 }  // namespace

@@ -18,9 +18,14 @@
 
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/syscall_assert.h"
 
 namespace sigilfs {
 namespace {
+
+using test::ErrnoName;
+using test::FailsWith;
+using test::Ok;
 
 namespace fs = std::filesystem;
 using ::testing::AssertionFailure;
@@ -31,29 +36,6 @@ using ::testing::UnorderedElementsAre;
 constexpr size_t kPage = 4096;
 constexpr size_t kHeaderSize = 32;
 constexpr size_t kUnitSize = 12 + kPage + 16;  // AES-256-GCM: nonce, page, tag
-
-std::string ErrnoName(int e) {
-  const char* name = ::strerrorname_np(e);
-  return (name != nullptr ? std::string(name) : "errno " + std::to_string(e)) + " (" +
-         ::strerror(e) + ")";
-}
-
-AssertionResult Ok(long result) {
-  const int e = errno;
-  if (result != -1) return AssertionSuccess();
-  return AssertionFailure() << "failed with " << ErrnoName(e);
-}
-
-AssertionResult FailsWith(long result, int expected) {
-  const int e = errno;
-  if (result == -1 && e == expected) return AssertionSuccess();
-  if (result != -1) {
-    return AssertionFailure() << "succeeded (returned " << result << "), expected "
-                              << ErrnoName(expected);
-  }
-  return AssertionFailure() << "failed with " << ErrnoName(e) << ", expected "
-                            << ErrnoName(expected);
-}
 
 std::string Repeat(std::string_view s, size_t times) {
   std::string out;

@@ -20,9 +20,14 @@
 #include <vector>
 
 #include "test_support/mount.h"
+#include "test_support/syscall_assert.h"
 
 namespace sigilfs {
 namespace {
+
+using test::ErrnoName;
+using test::FailsWith;
+using test::Ok;
 
 using ::testing::AssertionFailure;
 using ::testing::AssertionResult;
@@ -56,31 +61,6 @@ class Fd {
  private:
   int fd_;
 };
-
-std::string ErrnoName(int e) {
-  const char* name = ::strerrorname_np(e);
-  return (name != nullptr ? std::string(name) : "errno " + std::to_string(e)) + " (" +
-         ::strerror(e) + ")";
-}
-
-// For a call returning -1 with errno on failure: success unless it returned -1.
-AssertionResult Ok(long result) {
-  const int e = errno;
-  if (result != -1) return AssertionSuccess();
-  return AssertionFailure() << "failed with " << ErrnoName(e);
-}
-
-// For a call returning -1 with errno on failure: it must fail with errno `expected`.
-AssertionResult FailsWith(long result, int expected) {
-  const int e = errno;
-  if (result == -1 && e == expected) return AssertionSuccess();
-  if (result != -1) {
-    return AssertionFailure() << "succeeded (returned " << result << "), expected "
-                              << ErrnoName(expected);
-  }
-  return AssertionFailure() << "failed with " << ErrnoName(e) << ", expected "
-                            << ErrnoName(expected);
-}
 
 // Deterministic pseudo-random bytes.
 std::string Pattern(size_t size, uint32_t seed) {

@@ -1,10 +1,17 @@
-// `sigilfs demo`: a guided run on a throw-away vault showing what sigilfs does.
+// `sigilfs demo`: a guided run on a throw-away vault — create, mount, copy a tree in, look at
+// the ciphertext, unmount.
 #include <fmt/core.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "commands.h"
 #include "sigilfs/core/vault.h"
@@ -14,12 +21,61 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr long kFuseSuperMagic = 0x65735546;
+constexpr char kMarker[] = "TOP-SECRET-PLAN";
+
 struct DemoOptions {
-  std::string dir;  // where to put the demo vault; a fresh temporary directory if empty
+  std::string dir;  // where to put the demo; a fresh temporary directory if empty
   bool keep = false;
 };
 
 void Step(const std::string& text) { fmt::print("\n== {}\n", text); }
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A small tree like a home directory's, every file carrying a marker string.
+void MakeSampleTree(const fs::path& root) {
+  fs::create_directories(root / "Documents" / "taxes");
+  fs::create_directories(root / "Pictures");
+  fs::create_directories(root / ".config");
+  std::ofstream(root / "Documents" / "plan.txt") << kMarker << ": move to the coast in spring.\n";
+  std::ofstream(root / "Documents" / "taxes" / "2026.csv") << "item,amount\nrent,9600\n"
+                                                           << kMarker << "\n";
+  std::ofstream(root / ".config" / "settings.ini") << "[ui]\ntheme=dark\n# " << kMarker << "\n";
+  std::ofstream photo(root / "Pictures" / "beach.raw", std::ios::binary);
+  for (int i = 0; i < 20000; ++i) photo << kMarker << i;
+  fs::create_symlink("Documents/plan.txt", root / "plan-link");
+}
+
+void ListTree(const fs::path& root) {
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    const fs::path rel = fs::relative(it->path(), root);
+    const int depth = it.depth();
+    std::string size = it->is_symlink()        ? "-> " + fs::read_symlink(it->path()).string()
+                       : it->is_regular_file() ? fmt::format("{} bytes", fs::file_size(it->path()))
+                                               : "dir";
+    std::string name = rel.filename().string();
+    if (name.size() > 44) name = name.substr(0, 41) + "...";
+    fmt::print("  {:{}}{:<46} {}\n", "", depth * 2, name, size);
+  }
+}
+
+bool WaitForMount(const fs::path& mountpoint, pid_t daemon) {
+  for (int i = 0; i < 500; ++i) {
+    struct statfs sf;
+    if (::statfs(mountpoint.c_str(), &sf) == 0 && sf.f_type == kFuseSuperMagic) return true;
+    int status;
+    if (::waitpid(daemon, &status, WNOHANG) == daemon) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
 
 int RunDemo(const DemoOptions& o) {
   std::string base = o.dir;
@@ -28,39 +84,103 @@ int RunDemo(const DemoOptions& o) {
     if (::mkdtemp(tmpl.data()) == nullptr) return Fail(Status::FromErrno(errno, "mkdtemp"));
     base = tmpl;
   }
-  const std::string vault = base + "/vault";
+  const fs::path vault = fs::path(base) / "vault", mnt = fs::path(base) / "mnt";
+  const fs::path sample = fs::path(base) / "sample", passfile = fs::path(base) / "passphrase";
   const std::string passphrase = "demo passphrase";
+  fs::create_directories(mnt);
+  std::ofstream(passfile) << passphrase << "\n";
+  fs::permissions(passfile, fs::perms::owner_read | fs::perms::owner_write);
 
-  Step("Create a vault (Argon2id 'interactive' cost, AES-256-GCM pages)");
+  Step("1. Create a vault (AES-256-GCM pages, Argon2id 'interactive' cost)");
   core::VaultCreateOptions opts;
   opts.kdf = crypt::Argon2ParamsFor(crypt::KdfPreset::kInteractive);
-  if (Status s = core::Vault::Create(vault, AsBytes(passphrase), opts); !s.ok()) return Fail(s);
-  fmt::print("sigilfs init {}   (passphrase: \"{}\")\n", vault, passphrase);
-
-  Step("The config file: parameters in clear, the master key wrapped");
-  std::ifstream in(vault + "/" + core::kConfigFileName);
-  std::stringstream text;
-  text << in.rdbuf();
-  fmt::print("{}", text.str());
-
-  Step("Unlock with the right passphrase");
-  auto v = core::Vault::Unlock(vault, AsBytes(passphrase));
-  if (!v.ok()) return Fail(v.status());
-  fmt::print("unlocked: content, name and verity subkeys derived (not shown)\n");
-
-  Step("A wrong passphrase is refused");
-  auto bad = core::Vault::Unlock(vault, AsBytes("not the passphrase"));
-  fmt::print("sigilfs: {}\n", bad.ok() ? "UNEXPECTEDLY ACCEPTED" : bad.status().message());
+  if (Status s = core::Vault::Create(vault.string(), AsBytes(passphrase), opts); !s.ok())
+    return Fail(s);
+  fmt::print("sigilfs init {}   (passphrase \"{}\")\n", vault.string(), passphrase);
+  auto bad = core::Vault::Unlock(vault.string(), AsBytes("not the passphrase"));
+  fmt::print("a wrong passphrase is refused: sigilfs: {}\n",
+             bad.ok() ? "UNEXPECTEDLY ACCEPTED" : bad.status().message());
   if (bad.ok()) return 1;
 
-  if (o.keep) {
-    fmt::print("\nThe demo vault is kept in {}\n", base);
+  Step("2. Mount it");
+  fmt::print("sigilfs mount {} {}\n", vault.string(), mnt.string());
+  const pid_t daemon = ::fork();
+  if (daemon == 0) {
+    ::execl("/proc/self/exe", "sigilfs", "mount", vault.c_str(), mnt.c_str(), "-f", "--passfile",
+            passfile.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  if (!WaitForMount(mnt, daemon)) {
+    ::kill(daemon, SIGTERM);
+    return Fail(Status(Code::kIoError, "the demo mount did not come up (is /dev/fuse available?)"));
+  }
+
+  Step("3. Copy a small home-directory tree in (cp -a)");
+  MakeSampleTree(sample);
+  int rc = 0;
+  std::error_code ec;
+  fs::copy(sample, mnt, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (ec) {
+    rc = Fail(Status(Code::kIoError, "copy into the mount: " + ec.message()));
   } else {
-    std::error_code ec;
+    fmt::print("plaintext view ({}):\n", mnt.string());
+    ListTree(mnt);
+    const bool same =
+        Slurp(sample / "Pictures" / "beach.raw") == Slurp(mnt / "Pictures" / "beach.raw");
+    fmt::print("read back through the mount: {}\n", same ? "identical" : "DIFFERENT");
+    if (!same) rc = 1;
+  }
+
+  Step("4. Unmount (every dirty page is written back first)");
+  fmt::print("sigilfs unmount {}\n", mnt.string());
+  const pid_t um = ::fork();
+  if (um == 0) {
+    ::execlp("fusermount3", "fusermount3", "-u", mnt.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(um, &status, 0);
+  ::waitpid(daemon, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fmt::print("sigilfs: the daemon did not exit cleanly\n");
+    rc = 1;
+  }
+
+  Step("5. What the storage holds: only ciphertext");
+  fmt::print("cipher directory ({}):\n", vault.string());
+  ListTree(vault);
+  bool leaked = false;
+  for (const auto& e : fs::recursive_directory_iterator(vault)) {
+    if (e.path().filename().string().find("plan") != std::string::npos) leaked = true;
+    if (e.is_regular_file() && !e.is_symlink() &&
+        Slurp(e.path()).find(kMarker) != std::string::npos)
+      leaked = true;
+  }
+  fmt::print("the marker \"{}\" (in every plaintext file) found in the cipher files or names: {}\n",
+             kMarker, leaked ? "YES" : "no");
+  for (const auto& e : fs::recursive_directory_iterator(vault)) {
+    if (e.is_symlink() || !e.is_regular_file() ||
+        e.path().filename().string().find('.') != std::string::npos)
+      continue;
+    const std::string bytes = Slurp(e.path()).substr(0, 48);
+    std::string hex;
+    for (unsigned char c : bytes) hex += fmt::format("{:02x}", c);
+    fmt::print(
+        "first bytes of {}...:\n  {}\n  (magic, version, flags, file nonce, then sealed pages)\n",
+        e.path().filename().string().substr(0, 16), hex);
+    break;
+  }
+  if (leaked) rc = 1;
+
+  if (o.keep) {
+    fmt::print(
+        "\nThe demo is kept in {} (mount it again with: sigilfs mount {} {} --passfile {})\n", base,
+        vault.string(), mnt.string(), passfile.string());
+  } else {
     fs::remove_all(base, ec);
   }
-  fmt::print("\nDemo finished.\n");
-  return 0;
+  fmt::print("\nDemo {}.\n", rc == 0 ? "finished" : "FAILED");
+  return rc;
 }
 
 }  // namespace

@@ -144,6 +144,25 @@ Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
   return *dir.iv;
 }
 
+Filesystem::Place::Place(Place&& other) noexcept
+    : dirfd(std::exchange(other.dirfd, -1)),
+      dir(other.dir),
+      iv(other.iv),
+      stored(std::move(other.stored)) {}
+
+Filesystem::Place::~Place() {
+  if (dirfd >= 0) ::close(dirfd);
+}
+
+Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& name) {
+  Place at;
+  SIGILFS_ASSIGN_OR_RETURN(at.dirfd, OpenInode(dir, O_PATH | O_DIRECTORY));
+  if (::fstat(at.dirfd, &at.dir) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(at.iv, DirIvOf(dir, at.dirfd));
+  SIGILFS_ASSIGN_OR_RETURN(at.stored, volume_->StoredName(at.iv, name));
+  return at;
+}
+
 Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::shared_ptr<Inode>& parent,
                                                   const std::string& stored) {
@@ -208,11 +227,8 @@ Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, int dirf
 
 Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
-  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
 
 Result<struct stat> Filesystem::DoGetattr(Inode& inode) {
@@ -286,22 +302,19 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
                                    const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "create");
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  struct stat dir;
-  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
+  const int dirfd = at.dirfd;
+  const std::string& stored = at.stored;
   // Cipher files are always opened for reading too: partial writes read the old page.
   constexpr int kOpen = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
-  int fd = ::openat(dirfd.get(), stored.c_str(), kOpen | O_CREAT | O_EXCL, mode & 07777);
+  int fd = ::openat(dirfd, stored.c_str(), kOpen | O_CREAT | O_EXCL, mode & 07777);
   const bool created = fd >= 0;
   if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0)
-    fd = ::openat(dirfd.get(), stored.c_str(), kOpen);  // lost a race with another creator
+    fd = ::openat(dirfd, stored.c_str(), kOpen);  // lost a race with another creator
   if (fd < 0) return Errno("create");
   Fd file(fd);
-  if (created) SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
+  if (created) SIGILFS_RETURN_IF_ERROR(Chown(dirfd, stored, caller, at.dir));
   struct stat st;
   if (::fstat(fd, &st) != 0) return Errno("stat");
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
@@ -329,8 +342,8 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
       }
     }
   }
-  if (::fstatat(dirfd.get(), stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("stat");
-  SIGILFS_ASSIGN_OR_RETURN(struct stat attr, Translate(st, dirfd.get(), stored, inode.get()));
+  if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(struct stat attr, Translate(st, dirfd, stored, inode.get()));
   return Entry{std::move(inode), attr};
 }
 
@@ -455,65 +468,47 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
                                   const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  struct stat dir;
-  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, name));
-  if (::mknodat(dirfd.get(), stored.c_str(), mode, rdev) != 0) return Errno("mknod");
-  SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
-  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
+  if (::mknodat(at.dirfd, at.stored.c_str(), mode, rdev) != 0) return Errno("mknod");
+  SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
+  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
 
 Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t mode,
                                   const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  struct stat dir;
-  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   // A setgid directory passes its bit on to subdirectories, as on ext4.
-  const mode_t dir_mode = (mode & 07777) | (dir.st_mode & S_ISGID);
-  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(dirfd.get(), iv, name, dir_mode));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
-  SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
-  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+  const mode_t dir_mode = (mode & 07777) | (at.dir.st_mode & S_ISGID);
+  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(at.dirfd, at.iv, name, dir_mode));
+  SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
+  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
 
 Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
                                     const std::string& target, const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "symlink");
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  struct stat dir;
-  if (::fstat(dirfd.get(), &dir) != 0) return Errno("stat");
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_->EncryptSymlinkTarget(target));
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, name));
-  if (::symlinkat(sealed.c_str(), dirfd.get(), stored.c_str()) != 0) return Errno("symlink");
-  SIGILFS_RETURN_IF_ERROR(Chown(dirfd.get(), stored, caller, dir));
-  return EntryAt(parent.shared_from_this(), dirfd.get(), stored);
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
+  if (::symlinkat(sealed.c_str(), at.dirfd, at.stored.c_str()) != 0) return Errno("symlink");
+  SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
+  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
 
 Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::string& new_name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "link");
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(new_parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(new_parent, dirfd.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, new_name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(new_parent, new_name));
   SIGILFS_ASSIGN_OR_RETURN(int src_raw, OpenInode(inode, O_PATH));
   Fd src(src_raw);
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(dirfd.get(), iv, new_name));
-  if (::linkat(src.get(), "", dirfd.get(), stored.c_str(), AT_EMPTY_PATH) != 0)
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, new_name));
+  if (::linkat(src.get(), "", at.dirfd, at.stored.c_str(), AT_EMPTY_PATH) != 0)
     return Errno("link");
-  return EntryAt(new_parent.shared_from_this(), dirfd.get(), stored);
+  return EntryAt(new_parent.shared_from_this(), at.dirfd, at.stored);
 }
 
 std::shared_ptr<Inode> Filesystem::FindLocked(int dirfd, const std::string& stored) {
@@ -527,21 +522,18 @@ std::shared_ptr<Inode> Filesystem::FindLocked(int dirfd, const std::string& stor
 Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "unlink");
   std::unique_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   struct stat st;
-  if (::fstatat(dirfd.get(), stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("unlink");
+  if (::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("unlink");
   if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "unlink");
-  std::shared_ptr<Inode> inode = FindLocked(dirfd.get(), stored);
-  if (::unlinkat(dirfd.get(), stored.c_str(), 0) != 0) return Errno("unlink");
+  std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
+  if (::unlinkat(at.dirfd, at.stored.c_str(), 0) != 0) return Errno("unlink");
   if (inode) {
     // Other hard links (if any) keep reaching it.
     std::lock_guard lock(inode->name_mu);
-    RemoveName(*inode, parent, stored);
+    RemoveName(*inode, parent, at.stored);
   }
-  volume_->ReleaseName(dirfd.get(), stored);
+  volume_->ReleaseName(at.dirfd, at.stored);
   return Status::Ok();
 }
 
@@ -582,17 +574,14 @@ Status Filesystem::RemoveEmptyDirectoryLocked(int dirfd, const std::string& stor
 Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "rmdir");
   std::unique_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(parent, dirfd.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->StoredName(iv, name));
-  std::shared_ptr<Inode> inode = FindLocked(dirfd.get(), stored);
-  SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(dirfd.get(), stored));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
+  SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(at.dirfd, at.stored));
   if (inode) {
     std::lock_guard lock(inode->name_mu);
-    RemoveName(*inode, parent, stored);
+    RemoveName(*inode, parent, at.stored);
   }
-  volume_->ReleaseName(dirfd.get(), stored);
+  volume_->ReleaseName(at.dirfd, at.stored);
   return Status::Ok();
 }
 
@@ -602,20 +591,15 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0)
     return Status::FromErrno(EINVAL, "rename");
   std::unique_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw_old, OpenInode(parent, O_PATH | O_DIRECTORY));
-  Fd olddir(raw_old);
-  SIGILFS_ASSIGN_OR_RETURN(int raw_new, OpenInode(new_parent, O_PATH | O_DIRECTORY));
-  Fd newdir(raw_new);
-  SIGILFS_ASSIGN_OR_RETURN(DirIv old_iv, DirIvOf(parent, olddir.get()));
-  SIGILFS_ASSIGN_OR_RETURN(DirIv new_iv, DirIvOf(new_parent, newdir.get()));
-  SIGILFS_ASSIGN_OR_RETURN(std::string old_stored, volume_->StoredName(old_iv, name));
-  SIGILFS_ASSIGN_OR_RETURN(std::string new_stored, volume_->StoredName(new_iv, new_name));
+  SIGILFS_ASSIGN_OR_RETURN(Place from, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place to, Resolve(new_parent, new_name));
+  const int olddir = from.dirfd, newdir = to.dirfd;
+  const std::string& old_stored = from.stored;
+  const std::string& new_stored = to.stored;
 
   struct stat src, dst;
-  if (::fstatat(olddir.get(), old_stored.c_str(), &src, AT_SYMLINK_NOFOLLOW) != 0)
-    return Errno("rename");
-  const bool target_exists =
-      ::fstatat(newdir.get(), new_stored.c_str(), &dst, AT_SYMLINK_NOFOLLOW) == 0;
+  if (::fstatat(olddir, old_stored.c_str(), &src, AT_SYMLINK_NOFOLLOW) != 0) return Errno("rename");
+  const bool target_exists = ::fstatat(newdir, new_stored.c_str(), &dst, AT_SYMLINK_NOFOLLOW) == 0;
   auto find = [&](const struct stat& st) -> std::shared_ptr<Inode> {
     std::lock_guard lock(table_mu_);
     auto it = table_.find({st.st_dev, st.st_ino});
@@ -632,8 +616,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
 
   if ((flags & RENAME_EXCHANGE) != 0) {
     if (!target_exists) return Status::FromErrno(ENOENT, "rename");
-    if (::renameat2(olddir.get(), old_stored.c_str(), newdir.get(), new_stored.c_str(),
-                    RENAME_EXCHANGE) != 0)
+    if (::renameat2(olddir, old_stored.c_str(), newdir, new_stored.c_str(), RENAME_EXCHANGE) != 0)
       return Errno("rename");
     // Side files of long names belong to the names, which stay where they are.
     auto a = find(src), b = find(dst);
@@ -647,13 +630,13 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
     if (S_ISDIR(src.st_mode) && !S_ISDIR(dst.st_mode)) return Status::FromErrno(ENOTDIR, "rename");
     if (!S_ISDIR(src.st_mode) && S_ISDIR(dst.st_mode)) return Status::FromErrno(EISDIR, "rename");
   }
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(newdir.get(), new_iv, new_name));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(newdir, to.iv, new_name));
   std::shared_ptr<Inode> replaced = target_exists ? find(dst) : nullptr;
   if (target_exists && S_ISDIR(dst.st_mode)) {
     // The cipher directory still holds its IV file: an "empty" target must be removed first.
-    SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(newdir.get(), new_stored));
+    SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(newdir, new_stored));
   }
-  if (::renameat2(olddir.get(), old_stored.c_str(), newdir.get(), new_stored.c_str(),
+  if (::renameat2(olddir, old_stored.c_str(), newdir, new_stored.c_str(),
                   flags & RENAME_NOREPLACE) != 0)
     return Errno("rename");
   if (replaced) {
@@ -661,8 +644,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
     RemoveName(*replaced, new_parent, new_stored);
   }
   move_to(find(src), parent, old_stored, new_parent, new_stored);
-  if (olddir.get() != newdir.get() || old_stored != new_stored)
-    volume_->ReleaseName(olddir.get(), old_stored);
+  if (&parent != &new_parent || old_stored != new_stored) volume_->ReleaseName(olddir, old_stored);
   return Status::Ok();
 }
 

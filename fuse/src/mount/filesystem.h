@@ -124,6 +124,20 @@ class Filesystem {
   void FlushAll();
 
  private:
+  // A name inside a directory, resolved: the directory (O_PATH descriptor and stat), its IV,
+  // and the name as stored in the cipher directory.
+  struct Place {
+    int dirfd = -1;
+    struct stat dir {};
+    core::DirIv iv{};
+    std::string stored;
+    Place() = default;
+    Place(Place&& other) noexcept;
+    Place& operator=(Place&&) = delete;
+    ~Place();
+  };
+  Result<Place> Resolve(Inode& dir, const std::string& name);  // REQUIRES tree_mu_
+
   std::string PathLocked(const Inode& inode) const;            // REQUIRES tree_mu_ (shared)
   Result<int> OpenInode(const Inode& inode, int flags) const;  // REQUIRES tree_mu_ (shared)
   Result<core::DirIv> DirIvOf(Inode& dir, int dirfd);

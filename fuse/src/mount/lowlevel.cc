@@ -34,13 +34,18 @@ Caller CallerOf(fuse_req_t req) {
 
 void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
 
-void ReplyEntry(fuse_req_t req, Result<Entry> r) {
-  if (!r.ok()) return ReplyError(req, r.status());
+fuse_entry_param EntryParam(fuse_req_t req, const Entry& entry) {
   fuse_entry_param e{};
-  e.ino = Fs(req).NodeId(*r->inode);
-  e.attr = r->attr;
+  e.ino = Fs(req).NodeId(*entry.inode);
+  e.attr = entry.attr;
   e.attr_timeout = kTimeout;
   e.entry_timeout = kTimeout;
+  return e;
+}
+
+void ReplyEntry(fuse_req_t req, Result<Entry> r) {
+  if (!r.ok()) return ReplyError(req, r.status());
+  const fuse_entry_param e = EntryParam(req, *r);
   if (fuse_reply_entry(req, &e) != 0) Fs(req).Forget(e.ino, 1);  // the kernel never got it
 }
 
@@ -129,11 +134,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   auto r = Fs(req).DoCreate(*InodeOf(req, parent), name, mode, fi->flags, CallerOf(req));
   if (!r.ok()) return ReplyError(req, r.status());
-  fuse_entry_param e{};
-  e.ino = Fs(req).NodeId(*r->inode);
-  e.attr = r->attr;
-  e.attr_timeout = kTimeout;
-  e.entry_timeout = kTimeout;
+  const fuse_entry_param e = EntryParam(req, *r);
   fi->keep_cache = 1;
   if (fuse_reply_create(req, &e, fi) != 0) {
     (void)Fs(req).DoRelease(*r->inode);
