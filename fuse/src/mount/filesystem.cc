@@ -445,8 +445,29 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
       ts[1] = (to_set & kSetMtime) ? attr.st_mtim : timespec{0, UTIME_OMIT};
       if ((to_set & kSetAtimeNow) != 0) ts[0] = {0, UTIME_NOW};
       if ((to_set & kSetMtimeNow) != 0) ts[1] = {0, UTIME_NOW};
-      if (!S_ISLNK(inode.type) && ::utimensat(AT_FDCWD, ProcPath(fd.get()).c_str(), ts, 0) != 0)
+      // Dirty pages written back later would move the cipher file's mtime past the time being
+      // set (cp -a and tar set times on the open file, then close it): write them back first.
+      std::shared_ptr<core::FileContents> open;
+      {
+        std::lock_guard lock(inode.mu);
+        open = inode.contents;
+      }
+      if (open) SIGILFS_RETURN_IF_ERROR(open->Flush());
+      if (S_ISLNK(inode.type)) {
+        // A symlink's own times: through its directory, without following it.
+        Inode::Name where;
+        {
+          std::lock_guard lock(inode.name_mu);
+          if (inode.names.empty()) return Status::FromErrno(ENOENT, "utimens");
+          where = inode.names.front();
+        }
+        SIGILFS_ASSIGN_OR_RETURN(int dir_raw, OpenInode(*where.parent, O_PATH | O_DIRECTORY));
+        Fd dir(dir_raw);
+        if (::utimensat(dir.get(), where.stored.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0)
+          return Errno("utimens");
+      } else if (::utimensat(AT_FDCWD, ProcPath(fd.get()).c_str(), ts, 0) != 0) {
         return Errno("utimens");
+      }
     }
   }
   return DoGetattr(inode);
