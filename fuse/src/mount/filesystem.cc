@@ -168,6 +168,18 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::string& stored) {
   std::lock_guard lock(table_mu_);
   auto& slot = table_[{st.st_dev, st.st_ino}];
+  if (slot) {
+    // No descriptor pins a cipher inode, so the backing filesystem may give a deleted entry's
+    // inode number to a new one while the kernel still holds the old node. The slot is the
+    // same object only if it is provably alive (a known name or an open file) and of the same
+    // type; otherwise the entry gets a fresh node (the old one lives on until forgotten).
+    bool alive;
+    {
+      std::lock_guard name_lock(slot->name_mu);
+      alive = !slot->names.empty() || slot->is_open.load();
+    }
+    if (!alive || slot->type != (st.st_mode & S_IFMT)) slot.reset();
+  }
   if (!slot) {
     slot = std::make_shared<Inode>();
     slot->key_dev = st.st_dev;
@@ -269,6 +281,7 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
   }
   inode.contents = std::move(contents).value();
   inode.stat_fd = stat_fd;
+  inode.is_open = true;
   return inode.contents;
 }
 
@@ -332,6 +345,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
       }
       inode->contents = std::move(contents).value();
       inode->stat_fd = stat_fd;
+      inode->is_open = true;
     }
     ++inode->open_count;
     if ((flags & O_TRUNC) != 0 && !created) {
@@ -400,6 +414,7 @@ Status Filesystem::DoRelease(Inode& inode) {
   if (--inode.open_count > 0 || !inode.contents) return Status::Ok();
   Status s = inode.contents->Flush();
   inode.contents.reset();
+  inode.is_open = false;
   if (inode.stat_fd >= 0) ::close(inode.stat_fd);
   inode.stat_fd = -1;
   return s;
@@ -414,6 +429,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
     Status s = c->Truncate(static_cast<uint64_t>(attr.st_size));
     if (!was_open) {
       inode.contents.reset();
+      inode.is_open = false;
       ::close(inode.stat_fd);
       inode.stat_fd = -1;
     }

@@ -42,6 +42,9 @@ struct Inode : std::enable_shared_from_this<Inode> {
   std::shared_ptr<core::FileContents> contents;  // regular files while open
   int stat_fd = -1;                              // the open cipher file, for fstat
   int open_count = 0;
+  // Set while `contents` is: an open file keeps its cipher inode (and number) alive. Atomic so
+  // the inode table can read it without taking `mu` (table_mu_ comes after mu).
+  std::atomic<bool> is_open{false};
 };
 
 struct Entry {
