@@ -148,6 +148,12 @@ TEST_F(MountRandomTest, SameOperationsSameResultsAsAPlainDirectory) {
                                       << " at " << off << "+" << len << "\n"
                                       << vault.log();
     ASSERT_EQ(reads[0], reads[1]) << "op " << i << " read of " << a;
+    // SIGILFS_CHECK_EACH=1 compares the trees after every operation, to find the first one
+    // whose effects differ (slow; for investigating a divergence).
+    if (std::getenv("SIGILFS_CHECK_EACH") != nullptr) {
+      ASSERT_TRUE(SameTrees(Snapshot(roots[0]), Snapshot(roots[1])))
+          << "after op " << i << " (" << op << ") on " << a << " / " << b;
+    }
     if (pick(300) == 0) {
       vault.Remount();
       ASSERT_TRUE(SameTrees(Snapshot(roots[0]), Snapshot(roots[1]))) << "after remount at op " << i;

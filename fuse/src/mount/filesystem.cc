@@ -40,8 +40,11 @@ Status Errno(const char* what) { return Status::FromErrno(errno, what); }
 std::string ProcPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
 // Name bookkeeping of an inode (callers hold its name_mu).
+// Names compare by the parent's backing identity, not the parent object: a directory can be
+// known by two node objects (one displaced but not yet forgotten by the kernel).
 bool SameName(const Inode::Name& n, const Inode& parent, const std::string& stored) {
-  return n.parent.get() == &parent && n.stored == stored;
+  return n.stored == stored && n.parent->key_dev == parent.key_dev &&
+         n.parent->key_ino == parent.key_ino;
 }
 void AddName(Inode& inode, const std::shared_ptr<Inode>& parent, const std::string& stored) {
   for (auto it = inode.names.begin(); it != inode.names.end(); ++it) {
@@ -91,12 +94,14 @@ void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   std::lock_guard lock(table_mu_);
   Inode* inode = reinterpret_cast<Inode*>(nodeid);
   inode->nlookup -= std::min(n, inode->nlookup);
-  if (inode->nlookup == 0) {
-    auto it = table_.find({inode->key_dev, inode->key_ino});
-    if (it != table_.end() && it->second.get() == inode) {
-      keep = std::move(it->second);
-      table_.erase(it);
-    }
+  if (inode->nlookup > 0) return;
+  auto it = table_.find({inode->key_dev, inode->key_ino});
+  if (it != table_.end() && it->second.get() == inode) {
+    keep = std::move(it->second);
+    table_.erase(it);
+  } else if (auto o = orphans_.find(inode); o != orphans_.end()) {
+    keep = std::move(o->second);
+    orphans_.erase(o);
   }
 }
 
@@ -178,7 +183,11 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
       std::lock_guard name_lock(slot->name_mu);
       alive = !slot->names.empty() || slot->is_open.load();
     }
-    if (!alive || slot->type != (st.st_mode & S_IFMT)) slot.reset();
+    if (!alive || slot->type != (st.st_mode & S_IFMT)) {
+      // The kernel may still use the old node's id: keep it until it is forgotten.
+      if (slot->nlookup > 0) orphans_[slot.get()] = slot;
+      slot.reset();
+    }
   }
   if (!slot) {
     slot = std::make_shared<Inode>();

@@ -161,6 +161,9 @@ class Filesystem {
   mutable std::shared_mutex tree_mu_;
   mutable std::mutex table_mu_;
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>> table_;  // GUARDED_BY(table_mu_)
+  // Nodes displaced from table_ (their backing inode number was reused) that the kernel has
+  // not forgotten yet: kept alive so their node ids never dangle. GUARDED_BY(table_mu_)
+  std::map<Inode*, std::shared_ptr<Inode>> orphans_;
 };
 
 }  // namespace sigilfs::fuse
