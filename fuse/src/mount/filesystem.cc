@@ -126,14 +126,30 @@ std::string Filesystem::PathLocked(const Inode& inode) const {
 }
 
 Result<int> Filesystem::OpenInode(const Inode& inode, int flags) const {
-  if (&inode != root_.get()) {
-    std::lock_guard lock(const_cast<Inode&>(inode).name_mu);
-    if (inode.names.empty()) return Status(Code::kNotFound, "unlinked");
+  Inode& node = const_cast<Inode&>(inode);
+  // A node is reached by path, so a name that went stale (its entry replaced behind our back)
+  // would silently resolve to another object: check that what was opened is this node's
+  // cipher inode, and drop names that no longer lead to it.
+  for (;;) {
+    std::string first;
+    if (&inode != root_.get()) {
+      std::lock_guard lock(node.name_mu);
+      if (node.names.empty()) return Status(Code::kNotFound, "unlinked");
+      first = node.names.front().stored;
+    }
+    const std::string path = PathLocked(inode);
+    int fd = ::openat(volume_->root_fd(), path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP) return Errno("open");
+    struct stat st;
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_dev == inode.key_dev &&
+        st.st_ino == inode.key_ino)
+      return fd;
+    if (fd >= 0) ::close(fd);
+    if (&inode == root_.get()) return Status(Code::kIoError, "the cipher root moved");
+    std::lock_guard lock(node.name_mu);
+    if (!node.names.empty() && node.names.front().stored == first)
+      node.names.erase(node.names.begin());  // stale: try the next name, if any
   }
-  const std::string path = PathLocked(inode);
-  int fd = ::openat(volume_->root_fd(), path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Errno("open");
-  return fd;
 }
 
 Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
@@ -176,16 +192,33 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
   if (slot) {
     // No descriptor pins a cipher inode, so the backing filesystem may give a deleted entry's
     // inode number to a new one while the kernel still holds the old node. The slot is the
-    // same object only if it is provably alive (a known name or an open file) and of the same
-    // type; otherwise the entry gets a fresh node (the old one lives on until forgotten).
-    bool alive;
-    {
-      std::lock_guard name_lock(slot->name_mu);
-      alive = !slot->names.empty() || slot->is_open.load();
+    // same object only if it is provably alive and of the same type: open, or reached by this
+    // very name, or its recorded name still leads to this inode. Otherwise the entry gets a
+    // fresh node (the old one is kept until the kernel forgets it).
+    bool alive = slot->type == (st.st_mode & S_IFMT) && slot->is_open.load();
+    if (!alive && slot->type == (st.st_mode & S_IFMT)) {
+      Inode::Name first;
+      {
+        std::lock_guard name_lock(slot->name_mu);
+        if (!slot->names.empty()) first = slot->names.front();
+      }
+      if (first.parent != nullptr) {
+        if (first.parent->key_dev == parent->key_dev && first.parent->key_ino == parent->key_ino &&
+            first.stored == stored) {
+          alive = true;
+        } else {
+          auto dirfd = OpenInode(*first.parent, O_PATH | O_DIRECTORY);
+          struct stat now;
+          if (dirfd.ok()) {
+            alive = ::fstatat(*dirfd, first.stored.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    now.st_dev == st.st_dev && now.st_ino == st.st_ino;
+            ::close(*dirfd);
+          }
+        }
+      }
     }
-    if (!alive || slot->type != (st.st_mode & S_IFMT)) {
-      // The kernel may still use the old node's id: keep it until it is forgotten.
-      if (slot->nlookup > 0) orphans_[slot.get()] = slot;
+    if (!alive) {
+      if (slot->nlookup > 0) orphans_[slot.get()] = slot;  // the kernel may still use its id
       slot.reset();
     }
   }
