@@ -152,7 +152,8 @@ TEST_F(MountRandomTest, SameOperationsSameResultsAsAPlainDirectory) {
     // whose effects differ (slow; for investigating a divergence).
     if (std::getenv("SIGILFS_CHECK_EACH") != nullptr) {
       ASSERT_TRUE(SameTrees(Snapshot(roots[0]), Snapshot(roots[1])))
-          << "after op " << i << " (" << op << ") on " << a << " / " << b;
+          << "after op " << i << " (" << op << ") on " << a << " / " << b << "\n"
+          << vault.log();
     }
     if (pick(300) == 0) {
       vault.Remount();

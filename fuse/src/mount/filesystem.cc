@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "log.h"
@@ -38,6 +39,13 @@ class Fd {
 Status Errno(const char* what) { return Status::FromErrno(errno, what); }
 
 std::string ProcPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+// SIGILFS_DEBUG_OPS=1 logs every change the daemon makes to the cipher tree (names are the
+// stored, encrypted ones: no plaintext): for investigating divergences.
+bool DebugOps() {
+  static const bool kOn = std::getenv("SIGILFS_DEBUG_OPS") != nullptr;
+  return kOn;
+}
 
 // Name bookkeeping of an inode (callers hold its name_mu).
 // Names compare by the parent's backing identity, not the parent object: a directory can be
@@ -368,6 +376,9 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0)
     fd = ::openat(dirfd, stored.c_str(), kOpen);  // lost a race with another creator
   if (fd < 0) return Errno("create");
+  if (DebugOps())
+    Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir.st_ino, stored.c_str(),
+        created ? 1 : 0);
   Fd file(fd);
   if (created) SIGILFS_RETURN_IF_ERROR(Chown(dirfd, stored, caller, at.dir));
   struct stat st;
@@ -550,6 +561,7 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
   if (::mknodat(at.dirfd, at.stored.c_str(), mode, rdev) != 0) return Errno("mknod");
+  if (DebugOps()) Log("op mknod dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
   SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
@@ -574,6 +586,8 @@ Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_->EncryptSymlinkTarget(target));
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
   if (::symlinkat(sealed.c_str(), at.dirfd, at.stored.c_str()) != 0) return Errno("symlink");
+  if (DebugOps())
+    Log("op symlink dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
   SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
@@ -607,6 +621,9 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "unlink");
   std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
   if (::unlinkat(at.dirfd, at.stored.c_str(), 0) != 0) return Errno("unlink");
+  if (DebugOps())
+    Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir.st_ino,
+        at.stored.c_str(), (unsigned long long)st.st_ino, static_cast<void*>(inode.get()));
   if (inode) {
     // Other hard links (if any) keep reaching it.
     std::lock_guard lock(inode->name_mu);
@@ -718,6 +735,10 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   if (::renameat2(olddir, old_stored.c_str(), newdir, new_stored.c_str(),
                   flags & RENAME_NOREPLACE) != 0)
     return Errno("rename");
+  if (DebugOps())
+    Log("op rename dir=%llu %s ino=%llu -> dir=%llu %s replaced=%d",
+        (unsigned long long)from.dir.st_ino, old_stored.c_str(), (unsigned long long)src.st_ino,
+        (unsigned long long)to.dir.st_ino, new_stored.c_str(), target_exists ? 1 : 0);
   if (replaced) {
     std::lock_guard lock(replaced->name_mu);
     RemoveName(*replaced, new_parent, new_stored);
