@@ -225,6 +225,11 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
         }
       }
     }
+    if (DebugOps())
+      Log("intern ino=%llu %s: node=%p type=%o new_type=%o nlookup=%llu names=%zu verdict=%s",
+          (unsigned long long)st.st_ino, stored.c_str(), static_cast<void*>(slot.get()), slot->type,
+          st.st_mode & S_IFMT, (unsigned long long)slot->nlookup, slot->names.size(),
+          alive ? "same" : "fresh");
     if (!alive) {
       if (slot->nlookup > 0) orphans_[slot.get()] = slot;  // the kernel may still use its id
       slot.reset();
@@ -574,6 +579,7 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   // A setgid directory passes its bit on to subdirectories, as on ext4.
   const mode_t dir_mode = (mode & 07777) | (at.dir.st_mode & S_ISGID);
   SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(at.dirfd, at.iv, name, dir_mode));
+  if (DebugOps()) Log("op mkdir dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
   SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
