@@ -15,7 +15,7 @@
 namespace sigilfs::core {
 namespace {
 
-constexpr size_t kMaxConfigSize = 64 * 1024;
+constexpr size_t kMaxConfigSize = size_t{64} << 10;
 
 std::string ConfigPath(const std::string& dir) { return dir + "/" + kConfigFileName; }
 

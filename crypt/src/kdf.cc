@@ -71,7 +71,7 @@ Result<SecureBytes> Argon2id(ByteSpan passphrase, ByteSpan salt, const Argon2Par
 Result<SecureBytes> HkdfSha256(ByteSpan ikm, ByteSpan salt, ByteSpan info, size_t out_size) {
   static const internal::KdfPtr kHkdf(EVP_KDF_fetch(nullptr, "HKDF", nullptr));
   if (!kHkdf) return Status(Code::kNotSupported, "OpenSSL has no HKDF");
-  if (out_size == 0 || out_size > 255 * 32)
+  if (out_size == 0 || out_size > size_t{255} * 32)
     return Status(Code::kInvalidArgument, "HKDF output size out of range");
   internal::KdfCtxPtr ctx(EVP_KDF_CTX_new(kHkdf.get()));
   if (!ctx) return Status(Code::kInternal, internal::LastOpensslError());

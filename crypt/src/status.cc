@@ -74,8 +74,9 @@ Status Status::FromErrno(int err, std::string_view what) {
   }
   std::string message(what);
   message += ": ";
-  message += std::strerror(
-      err);  // NOLINT(concurrency-mt-unsafe): glibc returns static strings for known errnos
+  // strerrordesc_np, unlike strerror, never writes a shared buffer (glibc 2.32).
+  const char* description = ::strerrordesc_np(err);
+  message += description != nullptr ? std::string(description) : "error " + std::to_string(err);
   return Status(code, std::move(message), err);
 }
 

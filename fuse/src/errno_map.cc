@@ -13,8 +13,7 @@ int ErrnoFor(const Status& status) {
       return ENOENT;
     case Code::kIoError:
       return status.sys_errno() != 0 ? status.sys_errno() : EIO;
-    case Code::kCorrupt:
-      return EIO;
+    case Code::kCorrupt:  // damaged data and failed tags: an error, never data
     case Code::kAuthFailed:
       return EIO;
     case Code::kInvalidArgument:

@@ -97,7 +97,10 @@ class [[nodiscard]] Result {
 // Declares `lhs` from a Result<T> expression, or returns its Status from the enclosing function.
 #define SIGILFS_ASSIGN_OR_RETURN(lhs, expr) \
   SIGILFS_ASSIGN_OR_RETURN_IMPL_(SIGILFS_CONCAT_(sigilfs_result_, __LINE__), lhs, expr)
+// `lhs` is a declaration and `tmp` a generated name: neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SIGILFS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                   \
   if (!tmp.ok()) return tmp.status();                  \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -1,9 +1,12 @@
 // Entry point of the sigilfs command: parses the command line and runs one subcommand.
 #include <cstdio>
+#include <exception>
 
 #include "commands.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{"sigilfs: an encrypted stacked filesystem with encrypted verity", "sigilfs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sigilfs 0.1.0");
@@ -18,4 +21,18 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   return action ? action() : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {  // out of memory and the like: one line, not a crash
+    std::fprintf(stderr, "sigilfs: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "sigilfs: unexpected error\n");
+    return 1;
+  }
 }

@@ -18,7 +18,6 @@ namespace sigilfs::fuse {
 namespace {
 
 using core::DirIv;
-using core::NameCodec;
 
 class Fd {
  public:
@@ -43,6 +42,7 @@ std::string ProcPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 // SIGILFS_DEBUG_OPS=1 logs every change the daemon makes to the cipher tree (names are the
 // stored, encrypted ones: no plaintext): for investigating divergences.
 bool DebugOps() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once, before any thread needs it
   static const bool kOn = std::getenv("SIGILFS_DEBUG_OPS") != nullptr;
   return kOn;
 }
@@ -87,12 +87,14 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
 Filesystem::~Filesystem() { FlushAll(); }
 
 uint64_t Filesystem::NodeId(const Inode& inode) const {
+  // Node ids are the nodes' addresses, as in libfuse's passthrough examples.
   return &inode == root_.get() ? 1 : reinterpret_cast<uint64_t>(&inode);
 }
 
 std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
   if (nodeid == 1) return root_;
   // The kernel only names node ids we gave it and have not forgotten: the table holds them.
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): node ids are node addresses
   return reinterpret_cast<Inode*>(nodeid)->shared_from_this();
 }
 
@@ -100,7 +102,7 @@ void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   if (nodeid == 1) return;
   std::shared_ptr<Inode> keep;  // dropped outside the lock
   std::lock_guard lock(table_mu_);
-  Inode* inode = reinterpret_cast<Inode*>(nodeid);
+  Inode* inode = reinterpret_cast<Inode*>(nodeid);  // NOLINT(performance-no-int-to-ptr)
   inode->nlookup -= std::min(n, inode->nlookup);
   if (inode->nlookup > 0) return;
   auto it = table_.find({inode->key_dev, inode->key_ino});
@@ -659,7 +661,7 @@ Status Filesystem::RemoveEmptyDirectoryLocked(int dirfd, const std::string& stor
   auto iv = volume_->ReadDirIv(sub.get());
   if (::unlinkat(sub.get(), core::kDirIvFileName, 0) != 0 && errno != ENOENT) return Errno("rmdir");
   if (::unlinkat(dirfd, stored.c_str(), AT_REMOVEDIR) != 0) {
-    const Status s = Errno("rmdir");
+    Status s = Errno("rmdir");
     if (iv.ok()) {  // put the IV back so the directory stays usable
       int f =
           ::openat(sub.get(), core::kDirIvFileName, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);

@@ -21,6 +21,7 @@ void Log(const char* format, ...) {
   char line[1024];
   va_list args;
   va_start(args, format);
+  // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): va_start above; analyzer false positive
   std::vsnprintf(line, sizeof line, format, args);
   va_end(args);
   if (g_syslog) {

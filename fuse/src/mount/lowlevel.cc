@@ -196,7 +196,7 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 }
 
 Filesystem::DirHandle* HandleOf(fuse_file_info* fi) {
-  return reinterpret_cast<Filesystem::DirHandle*>(fi->fh);
+  return reinterpret_cast<Filesystem::DirHandle*>(fi->fh);  // NOLINT(performance-no-int-to-ptr)
 }
 
 void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
