@@ -384,6 +384,14 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
   size_t done = 0;
   bool retried = false;
   const bool sequential = offset == next_sequential_.load(std::memory_order_relaxed);
+  // A page read while a truncate or write-back rewrote it can read torn: wait for that to
+  // finish and look once more before calling the page damaged.
+  auto RetryOnce = [&](const Status& s) {
+    if (retried || (s.code() != Code::kAuthFailed && s.code() != Code::kCorrupt)) return false;
+    retried = true;
+    std::lock_guard wait(writeback_mu_);
+    return true;
+  };
   for (;;) {
     uint64_t first = 0, disk_size = 0, generation = 0, epoch = 0;
     size_t count = 0, requested = 0;  // pages to fetch, and how many of them the read needs
@@ -446,11 +454,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
       if (stale) continue;  // truncated meanwhile: read again under the new size
       done += good * kPageSize;
       if (!s.ok()) {
-        if (!retried && (s.code() == Code::kAuthFailed || s.code() == Code::kCorrupt)) {
-          retried = true;
-          std::lock_guard wait(writeback_mu_);
-          continue;
-        }
+        if (RetryOnce(s)) continue;
         if (done > 0) return done;
         return s;
       }
@@ -468,13 +472,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
       s = Status::Ok();
     }
     if (!s.ok()) {
-      // A page read while a truncate or write-back rewrote it can read torn: wait for that to
-      // finish and look once more before calling the page damaged.
-      if (!retried && (s.code() == Code::kAuthFailed || s.code() == Code::kCorrupt)) {
-        retried = true;
-        std::lock_guard wait(writeback_mu_);
-        continue;
-      }
+      if (RetryOnce(s)) continue;
       if (done > 0) return done;
       return s;
     }
