@@ -82,6 +82,10 @@ class PosixBackingFile final : public BackingFile {
       return Status::FromErrno(errno, "sync cipher file");
     return Status::Ok();
   }
+  void WillNeed(uint64_t offset, uint64_t length) override {
+    (void)::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                          POSIX_FADV_WILLNEED);
+  }
 
  private:
   int fd_;

@@ -12,17 +12,11 @@ Result<VolumeKeys> DeriveVolumeKeys(ByteSpan master_key) {
                            crypt::HkdfSha256(master_key, {}, AsBytes("sigilfs v1 content"), 32));
   SIGILFS_ASSIGN_OR_RETURN(keys.names,
                            crypt::HkdfSha256(master_key, {}, AsBytes("sigilfs v1 names"), 64));
-  SIGILFS_ASSIGN_OR_RETURN(keys.verity,
-                           crypt::HkdfSha256(master_key, {}, AsBytes("sigilfs v1 verity"), 32));
   return keys;
 }
 
 Result<crypt::SecureBytes> DeriveFileKey(ByteSpan content_key, const FileNonce& nonce) {
   return crypt::HkdfSha256(content_key, nonce, AsBytes("sigilfs v1 file"), 32);
-}
-
-Result<crypt::SecureBytes> DeriveVerityKey(ByteSpan verity_key, const FileNonce& nonce) {
-  return crypt::HkdfSha256(verity_key, nonce, AsBytes("sigilfs v1 file verity"), 32);
 }
 
 }  // namespace sigilfs::core

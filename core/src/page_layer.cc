@@ -9,6 +9,7 @@
 #include <deque>
 #include <thread>
 
+#include "file_contents_internal.h"
 #include "sigilfs/core/keys.h"
 #include "sigilfs/crypt/random.h"
 #include "thread_pool.h"
@@ -113,6 +114,10 @@ std::string_view PageCounterName(PageCounter c) {
       return "backing_bytes_written";
     case PageCounter::kWritebacks:
       return "writebacks";
+    case PageCounter::kVerityPagesVerified:
+      return "verity_pages_verified";
+    case PageCounter::kVerityTreeBlocksRead:
+      return "verity_tree_blocks_read";
     case PageCounter::kCount:
       break;
   }
@@ -124,15 +129,6 @@ PageStats PageCounters::Snapshot() const {
   for (size_t i = 0; i < s.size(); ++i) s[i] = v_[i].load(std::memory_order_relaxed);
   return s;
 }
-
-// The per-file key and the codec that seals units with it.
-struct FileContents::Key {
-  Key(std::unique_ptr<crypt::Aead> a, const FileNonce& n)
-      : aead(std::move(a)), nonce(n), codec(*aead, nonce) {}
-  std::unique_ptr<crypt::Aead> aead;
-  FileNonce nonce;
-  UnitCodec codec;
-};
 
 // A cached plaintext page. Bytes past the end of the file are always zero.
 struct FileContents::Page {
@@ -203,8 +199,9 @@ Status FileContents::Load() {
   SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(raw, 0));
   auto header = DecodeFileHeader(ByteSpan(raw).first(got));
   if (!header.ok()) return header.status().WithContext(label_);
-  if ((header->flags & kFileFlagSealed) != 0)
-    return Status(Code::kNotSupported, label_ + ": sealed (verity) files are not supported yet");
+  if ((header->flags & kFileFlagSealed) != 0) return LoadSealed(*header, cipher_size);
+  if (verity::LooksSealed(layer_.geometry_, cipher_size))
+    return UndoInterruptedSeal(*header, cipher_size);
   auto plain = layer_.geometry_.PlainSize(cipher_size);
   if (!plain.ok()) return plain.status().WithContext(label_);
   SIGILFS_ASSIGN_OR_RETURN(key_, MakeKey(header->nonce));
@@ -247,6 +244,16 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   }
   if (key == nullptr) return Status(Code::kInternal, label_ + ": no key for stored pages");
 
+  // A sealed file's pages are checked against its tree: the level-0 blocks come first, read
+  // together (nearly all tree I/O is level 0 at 128 hashes per block).
+  const Sealed* sealed = sealed_.load(std::memory_order_acquire);
+  std::vector<TreeBlock> level0;
+  if (sealed) {
+    auto blocks = Level0Blocks(*sealed, *key, first, on_disk);
+    if (!blocks.ok()) return blocks.status();
+    level0 = std::move(blocks).value();
+  }
+
   const uint64_t start = g.UnitOffset(first);
   const uint64_t end = disk_end == disk_pages ? g.CipherSize(disk_size) : g.UnitOffset(disk_end);
   // A per-thread buffer that only grows: allocating (and zero-filling) one per load cost more
@@ -288,13 +295,17 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
         } else {
           std::memset(page, 0, kPageSize);
           holes.fetch_add(1, std::memory_order_relaxed);
+          // Zeros are only right where zeros were sealed.
+          if (sealed) results[i] = CheckPage(*sealed, level0, first, index, page);
         }
         continue;
       }
       results[i] = key->codec.Open(index, UnitKind::kDataPage, last, unit, {page, plain_len});
       std::memset(page + plain_len, 0, kPageSize - plain_len);
+      if (sealed && results[i].ok()) results[i] = CheckPage(*sealed, level0, first, index, page);
     }
   });
+  if (sealed) Count(PageCounter::kVerityPagesVerified, on_disk);
   Count(PageCounter::kBackingBytesRead, bytes.load());
   Count(PageCounter::kHolesRead, holes.load());
   Count(PageCounter::kPagesDecrypted, on_disk - holes.load());
@@ -639,6 +650,7 @@ Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t
   bool writeback = false;
   {
     std::unique_lock lock(mu_);
+    SIGILFS_RETURN_IF_ERROR(Frozen());
     SIGILFS_RETURN_IF_ERROR(EnsureKeyLocked().status());
     Page pending;
     size_t limit = kPageSize;  // after a short copy: retry only the bytes that arrived
@@ -699,6 +711,7 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
   std::lock_guard wb(writeback_mu_);
   {
     std::unique_lock lock(mu_);
+    SIGILFS_RETURN_IF_ERROR(Frozen());
     SIGILFS_RETURN_IF_ERROR(EnsureKeyLocked().status());
     Count(PageCounter::kRmwSkipped,
           static_cast<uint64_t>(std::max<int64_t>(
@@ -741,6 +754,7 @@ Status FileContents::Truncate(uint64_t new_size) {
   std::lock_guard wb(writeback_mu_);
   {
     std::unique_lock lock(mu_);
+    SIGILFS_RETURN_IF_ERROR(Frozen());
     if (new_size == size_) return Status::Ok();
     ++generation_;
     if (new_size == 0) {
@@ -810,6 +824,9 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     std::unique_lock lock(mu_);
     new_size = size_;
     if (dirty_.empty() && new_size == disk_size_ && direct == nullptr) return Status::Ok();
+    // Sealing writes back everything before it freezes the file, and nothing is dirtied after.
+    if (sealed_.load() != nullptr)
+      return Status(Code::kInternal, label_ + ": write-back of a sealed file");
     key = key_;
     write_header = !header_on_disk_;
     if (disk_size_ > 0 && new_size > disk_size_) {

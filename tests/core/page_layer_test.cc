@@ -12,6 +12,7 @@
 
 #include "sigilfs/crypt/random.h"
 #include "test_support/backends.h"
+#include "test_support/pattern.h"
 
 namespace sigilfs::core {
 namespace {
@@ -19,12 +20,7 @@ namespace {
 using test::BackendKind;
 using test::TestBackend;
 
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
+using test::Pattern;
 
 class PageLayerTest
     : public ::testing::TestWithParam<std::tuple<BackendKind, crypt::AeadAlgorithm>> {

@@ -156,7 +156,9 @@ TEST_F(MountRandomTest, SameOperationsSameResultsAsAPlainDirectory) {
     }
     if (pick(300) == 0) {
       vault.Remount();
-      ASSERT_TRUE(SameTrees(Snapshot(roots[0]), Snapshot(roots[1]))) << "after remount at op " << i << "\n" << vault.log();
+      ASSERT_TRUE(SameTrees(Snapshot(roots[0]), Snapshot(roots[1])))
+          << "after remount at op " << i << "\n"
+          << vault.log();
     }
   }
   EXPECT_TRUE(SameTrees(Snapshot(roots[0]), Snapshot(roots[1]))) << vault.log();

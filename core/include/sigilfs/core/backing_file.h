@@ -26,6 +26,11 @@ class BackingFile {
   virtual Result<uint64_t> Size() = 0;
   virtual Status Truncate(uint64_t size) = 0;
   virtual Status Sync(bool data_only) = 0;
+  // A hint that [offset, offset + length) will be read soon (the kernel may start reading it).
+  virtual void WillNeed(uint64_t offset, uint64_t length) {
+    (void)offset;
+    (void)length;
+  }
 };
 
 // Takes ownership of `fd` (closed on destruction).

@@ -11,14 +11,13 @@ namespace sigilfs::core {
 struct VolumeKeys {
   crypt::SecureBytes content;  // 32 bytes: parent of per-file page keys
   crypt::SecureBytes names;    // 64 bytes: AES-256-SIV key for file names
-  crypt::SecureBytes verity;   // 32 bytes: parent of per-file verity (tree and record) keys
 };
 
 Result<VolumeKeys> DeriveVolumeKeys(ByteSpan master_key);
 
-// Per-file key for data pages: HKDF(content key, salt = file nonce, info = label).
+// Per-file key: HKDF(content key, salt = file nonce, info = label). It seals every unit of the
+// file — data pages, verity tree blocks and the verity record — each kind bound into its unit's
+// associated data.
 Result<crypt::SecureBytes> DeriveFileKey(ByteSpan content_key, const FileNonce& nonce);
-// Per-file key for the verity tree and record of a sealed file.
-Result<crypt::SecureBytes> DeriveVerityKey(ByteSpan verity_key, const FileNonce& nonce);
 
 }  // namespace sigilfs::core

@@ -17,6 +17,7 @@
 #include "sigilfs/core/backing_file.h"
 #include "sigilfs/core/format.h"
 #include "sigilfs/core/source.h"
+#include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/aead.h"
 #include "sigilfs/crypt/secure_bytes.h"
 #include "sigilfs/status.h"
@@ -45,7 +46,9 @@ enum class PageCounter : int {
   kResealReads,  // old last pages read back to re-seal them when the file grew
   kBackingBytesRead,
   kBackingBytesWritten,
-  kWritebacks,  // write-back batches
+  kWritebacks,            // write-back batches
+  kVerityPagesVerified,   // data pages of sealed files checked against their Merkle tree
+  kVerityTreeBlocksRead,  // tree blocks read, opened and checked (then cached)
   kCount,
 };
 std::string_view PageCounterName(PageCounter c);
@@ -128,6 +131,20 @@ class FileContents {
   // Flush, then fsync/fdatasync the cipher file.
   Status Sync(bool data_only);
 
+  // fs-verity. Seals the file: hashes its contents into an fs-verity Merkle tree (salt of at most
+  // 32 bytes), stores the tree and a record after the data, and from then on refuses changes
+  // (kPermissionDenied, errno EPERM) and checks every page it reads against the tree (a
+  // mismatch is kAuthFailed). Returns the file digest, as `fsverity measure` prints it.
+  // kExists if already sealed.
+  Result<verity::Digest> EnableVerity(ByteSpan salt);
+  bool sealed() const;
+  // The sealed file's fs-verity descriptor (its SHA-256 is the file digest); kNotFound with
+  // errno ENODATA when the file is not sealed.
+  Result<verity::Descriptor> VerityDescriptor() const;
+  // Reads and checks every tree block and every data page of a sealed file (for fsck and
+  // `sigilfs verity verify`); the first failure, naming the block or page.
+  Status VerifyAll();
+
   const PageCounters& counters() const { return counters_; }
   const std::string& label() const { return label_; }
 
@@ -135,6 +152,7 @@ class FileContents {
   friend class PageLayer;
   struct Key;
   struct Page;
+  struct Sealed;
   struct PageBufferDeleter {
     void operator()(uint8_t* p) const;  // wipes the plaintext, then frees it
   };
@@ -142,6 +160,22 @@ class FileContents {
   static PageBuffer NewPageBuffer();
   FileContents(PageLayer& layer, std::unique_ptr<BackingFile> backing, std::string label);
   Status Load();
+  Status LoadSealed(const FileHeader& header, uint64_t cipher_size);
+  Status UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size);
+  Result<verity::Record> ReadRecord(const Key& key, const verity::SealedLayout& layout);
+  // Verified tree blocks for the data pages [first, first + count) of a sealed file, one per
+  // level-0 block (read together), with their ancestors checked up to the root.
+  using TreeBlock = std::shared_ptr<const std::array<uint8_t, verity::kBlockSize>>;
+  Result<std::vector<TreeBlock>> Level0Blocks(const Sealed& sealed, const Key& key, uint64_t first,
+                                              size_t count);
+  // Opens tree block `index` of `level` from its sealed unit and checks it against its parent.
+  Result<TreeBlock> OpenTreeBlock(const Sealed& sealed, const Key& key, int level, uint64_t index,
+                                  ByteSpan unit);
+  Result<TreeBlock> VerifiedTreeBlock(const Sealed& sealed, const Key& key, int level,
+                                      uint64_t index);
+  Status CheckPage(const Sealed& sealed, std::span<const TreeBlock> level0, uint64_t first,
+                   uint64_t index, const uint8_t* page) const;
+  Status Frozen() const;  // REQUIRES mu_: kPermissionDenied once sealing starts
 
   void Count(PageCounter c, uint64_t n = 1);
   // A run of whole pages written straight from the caller's buffer, bypassing the cache.
@@ -183,6 +217,11 @@ class FileContents {
   uint64_t disk_size_ = 0;          // GUARDED_BY(mu_) plaintext size the cipher file holds
   bool header_on_disk_ = false;     // GUARDED_BY(mu_)
   std::shared_ptr<const Key> key_;  // GUARDED_BY(mu_) null until the first write of a new file
+  // Set once, when the file is sealed, and never cleared: readable without mu_ (page loads run
+  // under it as well as outside).
+  std::unique_ptr<const Sealed> sealed_owner_;  // GUARDED_BY(mu_)
+  std::atomic<const Sealed*> sealed_{nullptr};
+  bool frozen_ = false;             // GUARDED_BY(mu_) sealed or being sealed
   std::map<uint64_t, Page> pages_;  // GUARDED_BY(mu_)
   std::set<uint64_t> dirty_;        // GUARDED_BY(mu_)
   uint64_t generation_ = 0;         // GUARDED_BY(mu_) bumped by truncate

@@ -1,0 +1,39 @@
+// Internal: the parts of FileContents shared by page_layer.cc (pages) and verity/sealed_file.cc
+// (sealed files): the per-file key and the state of a sealed file.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "sigilfs/core/page_layer.h"
+#include "sigilfs/core/verity.h"
+#include "sigilfs/crypt/aead.h"
+
+namespace sigilfs::core {
+
+// The per-file key and the codec that seals units with it (data pages, tree blocks, record).
+struct FileContents::Key {
+  Key(std::unique_ptr<crypt::Aead> a, const FileNonce& n)
+      : aead(std::move(a)), nonce(n), codec(*aead, nonce) {}
+  std::unique_ptr<crypt::Aead> aead;
+  FileNonce nonce;
+  UnitCodec codec;
+};
+
+// A sealed file: where its tree is, what its root is, and the tree blocks verified so far.
+struct FileContents::Sealed {
+  Sealed(const verity::SealedLayout& l, const verity::Record& r)
+      : layout(l), tree(l.data_size), record(r), hasher(r.decoded.salt) {}
+  verity::SealedLayout layout;
+  verity::TreeLayout tree;
+  verity::Record record;
+  verity::BlockHasher hasher;
+  // Verified tree blocks by stored index. Level 0 is 1/128 of the data, so the cache is bounded
+  // (and simply emptied when full: the blocks of a sequential read are reread once per pass).
+  static constexpr size_t kMaxCachedBlocks = 4096;  // 16 MiB
+  mutable std::mutex mu;
+  mutable std::unordered_map<uint64_t, TreeBlock> verified;  // GUARDED_BY(mu)
+};
+
+}  // namespace sigilfs::core

@@ -1,0 +1,332 @@
+// Sealed (fs-verity) files in the page layer: sealing a file, loading a sealed one, and checking
+// every page read against its Merkle tree.
+#include <cerrno>
+#include <cstring>
+#include <shared_mutex>
+
+#include "endian.h"
+#include "file_contents_internal.h"
+#include "sigilfs/crypt/secure_bytes.h"
+#include "thread_pool.h"
+
+namespace sigilfs::core {
+namespace {
+
+// Sealing reads and hashes 1 MiB of plaintext per step; the kernel reads the next step's
+// ciphertext meanwhile.
+constexpr size_t kSealChunkPages = 256;
+
+Status NotSealed(const std::string& label) {
+  return Status(Code::kNotFound, label + ": not a verity file", ENODATA);
+}
+
+Result<verity::SealedLayout> ReadTrailer(BackingFile& backing, const PageGeometry& g,
+                                         uint64_t cipher_size) {
+  std::array<uint8_t, verity::kTrailerSize> trailer{};
+  SIGILFS_ASSIGN_OR_RETURN(size_t got, backing.ReadAt(trailer, cipher_size - trailer.size()));
+  return verity::LayoutFromTrailer(g, cipher_size, ByteSpan(trailer).first(got));
+}
+
+}  // namespace
+
+Status FileContents::Frozen() const {
+  if (!frozen_) return Status::Ok();
+  return Status(Code::kPermissionDenied, label_ + ": sealed (verity) file", EPERM);
+}
+
+bool FileContents::sealed() const { return sealed_.load(std::memory_order_acquire) != nullptr; }
+
+Result<verity::Descriptor> FileContents::VerityDescriptor() const {
+  const Sealed* sealed = sealed_.load(std::memory_order_acquire);
+  if (sealed == nullptr) return NotSealed(label_);
+  return sealed->record.descriptor;
+}
+
+Result<verity::Record> FileContents::ReadRecord(const Key& key,
+                                                const verity::SealedLayout& layout) {
+  const PageGeometry& g = layer_.geometry_;
+  std::vector<uint8_t> unit(verity::kRecordSize + g.overhead());
+  SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(unit, g.UnitOffset(layout.record_unit)));
+  if (got != unit.size()) return Status(Code::kCorrupt, label_ + ": verity record truncated");
+  std::vector<uint8_t> plain(verity::kRecordSize);
+  Status s = key.codec.Open(0, UnitKind::kSealedRecord, true, unit, plain);
+  if (!s.ok()) return s.WithContext(label_ + ": verity record");
+  auto record = verity::DecodeRecord(plain);
+  if (!record.ok()) return record.status().WithContext(label_);
+  if (record->decoded.data_size != layout.data_size)
+    return Status(Code::kCorrupt, label_ + ": verity record and trailer disagree on the size");
+  return record;
+}
+
+Status FileContents::LoadSealed(const FileHeader& header, uint64_t cipher_size) {
+  const PageGeometry& g = layer_.geometry_;
+  if (!verity::LooksSealed(g, cipher_size))
+    return Status(Code::kCorrupt, label_ + ": sealed file of a length no sealed file has");
+  auto layout = ReadTrailer(*backing_, g, cipher_size);
+  if (!layout.ok()) return layout.status().WithContext(label_);
+  SIGILFS_ASSIGN_OR_RETURN(key_, MakeKey(header.nonce));
+  SIGILFS_ASSIGN_OR_RETURN(verity::Record record, ReadRecord(*key_, *layout));
+  sealed_owner_ = std::make_unique<const Sealed>(*layout, record);
+  sealed_.store(sealed_owner_.get(), std::memory_order_release);
+  frozen_ = true;
+  size_ = disk_size_ = layout->data_size;
+  header_on_disk_ = true;
+  return Status::Ok();
+}
+
+// Sealing writes the tree and record past the data before it sets the header's flag. A file
+// whose header is not sealed but whose length is a sealed file's was interrupted there (a
+// crash): the record proves it, and cutting the file back to its data makes it whole again.
+Status FileContents::UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size) {
+  const PageGeometry& g = layer_.geometry_;
+  auto layout = ReadTrailer(*backing_, g, cipher_size);
+  if (!layout.ok()) return layout.status().WithContext(label_);
+  SIGILFS_ASSIGN_OR_RETURN(auto key, MakeKey(header.nonce));
+  SIGILFS_RETURN_IF_ERROR(ReadRecord(*key, *layout).status());
+  // On a read-only descriptor the cut fails; the file still reads as its data.
+  (void)backing_->Truncate(g.CipherSize(layout->data_size));
+  size_ = disk_size_ = layout->data_size;
+  if (layout->data_size > 0) {
+    key_ = std::move(key);
+    header_on_disk_ = true;
+  }
+  return Status::Ok();
+}
+
+Result<FileContents::TreeBlock> FileContents::OpenTreeBlock(const Sealed& sealed, const Key& key,
+                                                            int level, uint64_t index,
+                                                            ByteSpan unit) {
+  const uint64_t stored = sealed.tree.level_start(level) + index;
+  const std::string where = label_ + ": verity tree block " + std::to_string(stored);
+  if (unit.size() != layer_.geometry_.unit_size())
+    return Status(Code::kCorrupt, where + " truncated");
+  auto block = std::make_shared<std::array<uint8_t, verity::kBlockSize>>();
+  Status s = key.codec.Open(stored, UnitKind::kTreeBlock, stored + 1 == sealed.tree.total_blocks(),
+                            unit, *block);
+  if (!s.ok()) return s.WithContext(where);
+  // Its hash is in the block above it (verified first, recursively), or is the root.
+  const uint8_t* expect = sealed.record.decoded.root.data();
+  TreeBlock parent;
+  if (level + 1 < sealed.tree.levels()) {
+    SIGILFS_ASSIGN_OR_RETURN(
+        parent, VerifiedTreeBlock(sealed, key, level + 1, index / verity::kHashesPerBlock));
+    expect = parent->data() + (index % verity::kHashesPerBlock) * verity::kDigestSize;
+  }
+  const verity::Digest hash = sealed.hasher.Hash(*block);
+  if (std::memcmp(hash.data(), expect, verity::kDigestSize) != 0)
+    return Status(Code::kAuthFailed, where + " does not match the tree above it");
+  Count(PageCounter::kVerityTreeBlocksRead);
+  std::lock_guard lock(sealed.mu);
+  if (sealed.verified.size() >= Sealed::kMaxCachedBlocks) sealed.verified.clear();
+  sealed.verified.emplace(stored, block);
+  return TreeBlock(block);
+}
+
+Result<FileContents::TreeBlock> FileContents::VerifiedTreeBlock(const Sealed& sealed,
+                                                                const Key& key, int level,
+                                                                uint64_t index) {
+  const uint64_t stored = sealed.tree.level_start(level) + index;
+  {
+    std::lock_guard lock(sealed.mu);
+    if (auto it = sealed.verified.find(stored); it != sealed.verified.end()) return it->second;
+  }
+  const PageGeometry& g = layer_.geometry_;
+  std::vector<uint8_t> unit(g.unit_size());
+  SIGILFS_ASSIGN_OR_RETURN(
+      size_t got, backing_->ReadAt(unit, g.UnitOffset(sealed.layout.tree_first_unit + stored)));
+  Count(PageCounter::kBackingBytesRead, got);
+  return OpenTreeBlock(sealed, key, level, index, ByteSpan(unit).first(got));
+}
+
+Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Sealed& sealed,
+                                                                        const Key& key,
+                                                                        uint64_t first,
+                                                                        size_t count) {
+  std::vector<TreeBlock> out;
+  if (sealed.tree.levels() == 0 || count == 0) return out;  // pages check against the root
+  const uint64_t b0 = first / verity::kHashesPerBlock;
+  const uint64_t b1 = (first + count - 1) / verity::kHashesPerBlock;
+  out.resize(static_cast<size_t>(b1 - b0 + 1));
+  const uint64_t start = sealed.tree.level_start(0);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  {
+    std::lock_guard lock(sealed.mu);
+    for (uint64_t b = b0; b <= b1; ++b) {
+      if (auto it = sealed.verified.find(start + b); it != sealed.verified.end()) {
+        out[b - b0] = it->second;
+      } else {
+        lo = std::min(lo, b);
+        hi = b;
+      }
+    }
+  }
+  if (lo == UINT64_MAX) return out;
+  // The missing level-0 blocks are adjacent on disk: one read for all of them.
+  const PageGeometry& g = layer_.geometry_;
+  const size_t unit = g.unit_size();
+  std::vector<uint8_t> units(static_cast<size_t>(hi - lo + 1) * unit);
+  SIGILFS_ASSIGN_OR_RETURN(
+      size_t got,
+      backing_->ReadAt(units, g.UnitOffset(sealed.layout.tree_first_unit + start + lo)));
+  Count(PageCounter::kBackingBytesRead, got);
+  for (uint64_t b = lo; b <= hi; ++b) {
+    if (out[b - b0]) continue;
+    const size_t at = static_cast<size_t>(b - lo) * unit;
+    const ByteSpan piece = ByteSpan(units).first(got).subspan(std::min(at, got));
+    SIGILFS_ASSIGN_OR_RETURN(
+        out[b - b0], OpenTreeBlock(sealed, key, 0, b, piece.first(std::min(unit, piece.size()))));
+  }
+  return out;
+}
+
+Status FileContents::CheckPage(const Sealed& sealed, std::span<const TreeBlock> level0,
+                               uint64_t first, uint64_t index, const uint8_t* page) const {
+  const verity::Digest hash = sealed.hasher.Hash({page, verity::kBlockSize});
+  const uint8_t* expect = sealed.record.decoded.root.data();
+  if (sealed.tree.levels() > 0) {
+    const uint64_t b = index / verity::kHashesPerBlock - first / verity::kHashesPerBlock;
+    expect = level0[b]->data() + (index % verity::kHashesPerBlock) * verity::kDigestSize;
+  }
+  if (std::memcmp(hash.data(), expect, verity::kDigestSize) != 0)
+    return Status(Code::kAuthFailed, "does not match the verity tree");
+  return Status::Ok();
+}
+
+Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
+  if (salt.size() > verity::kMaxSaltSize)
+    return Status(Code::kInvalidArgument, label_ + ": verity salt over 32 bytes");
+  std::lock_guard wb(writeback_mu_);
+  {
+    std::unique_lock lock(mu_);
+    if (sealed_owner_) return Status(Code::kExists, label_ + ": already a verity file");
+    frozen_ = true;  // from here on writes and truncates fail; the ones before are written back
+  }
+  std::shared_ptr<const Key> key;
+  uint64_t data_size = 0;
+  bool had_header = false;
+  auto attempt = [&]() -> Result<verity::Digest> {
+    SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
+    {
+      std::unique_lock lock(mu_);
+      data_size = size_;
+      SIGILFS_ASSIGN_OR_RETURN(key, EnsureKeyLocked());
+      had_header = header_on_disk_;
+    }
+    const PageGeometry& g = layer_.geometry_;
+    const verity::BlockHasher hasher(salt);
+    const verity::TreeLayout tree_layout(data_size);
+    const uint64_t pages = tree_layout.data_blocks();
+
+    // Hash every data page, reading ahead of the pages being decrypted and hashed.
+    std::vector<verity::Digest> hashes(static_cast<size_t>(pages));
+    std::vector<uint8_t> chunk(kSealChunkPages * kPageSize);
+    std::vector<uint8_t*> dest(kSealChunkPages);
+    for (size_t i = 0; i < dest.size(); ++i) dest[i] = chunk.data() + i * kPageSize;
+    backing_->WillNeed(g.UnitOffset(0), std::min<uint64_t>(pages, kSealChunkPages) * g.unit_size());
+    Status hashed = Status::Ok();
+    for (uint64_t first = 0; first < pages && hashed.ok(); first += kSealChunkPages) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunkPages, pages - first));
+      if (first + n < pages)
+        backing_->WillNeed(g.UnitOffset(first + n),
+                           std::min<uint64_t>(kSealChunkPages, pages - first - n) * g.unit_size());
+      size_t good = 0;
+      hashed = LoadPages(key.get(), first, n, data_size, std::span(dest).first(n), good);
+      if (!hashed.ok()) break;
+      layer_.pool_->ParallelFor(n, 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i)
+          hashes[static_cast<size_t>(first + i)] = hasher.Hash({dest[i], kPageSize});
+      });
+    }
+    crypt::SecureWipe(chunk);
+    SIGILFS_RETURN_IF_ERROR(hashed);
+
+    const verity::Tree tree = verity::BuildTree(tree_layout, hasher, hashes);
+    const verity::Descriptor descriptor = verity::EncodeDescriptor(data_size, tree.root, salt);
+    const verity::SealedLayout layout = verity::LayoutOf(g, data_size);
+    const std::vector<uint8_t> record_plain = verity::EncodeRecord(descriptor, layout.tree_blocks);
+    SIGILFS_ASSIGN_OR_RETURN(verity::Record record, verity::DecodeRecord(record_plain));
+
+    // Tree blocks and the record, sealed with the file's key under their own unit kinds.
+    const size_t unit = g.unit_size();
+    std::vector<uint8_t> units(static_cast<size_t>(layout.tree_blocks + 1) * unit);
+    std::vector<Status> sealed_ok(static_cast<size_t>(layout.tree_blocks));
+    layer_.pool_->ParallelFor(sealed_ok.size(), 32, [&](size_t b, size_t e) {
+      for (size_t j = b; j < e; ++j)
+        sealed_ok[j] = key->codec.Seal(j, UnitKind::kTreeBlock, j + 1 == sealed_ok.size(),
+                                       ByteSpan(tree.blocks).subspan(j * kPageSize, kPageSize),
+                                       MutableByteSpan(units).subspan(j * unit, unit));
+    });
+    for (const Status& s : sealed_ok) SIGILFS_RETURN_IF_ERROR(s);
+    SIGILFS_RETURN_IF_ERROR(key->codec.Seal(
+        0, UnitKind::kSealedRecord, true, record_plain,
+        MutableByteSpan(units).subspan(static_cast<size_t>(layout.tree_blocks) * unit, unit)));
+
+    // Order matters for crash safety: the trailer first (the file takes its sealed length, so
+    // an interrupted seal is recognized and undone on open), then tree and record, then the
+    // header's flag, each step on disk before the next.
+    std::array<uint8_t, kFileHeaderSize> header{};
+    if (!had_header) {
+      EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key->nonce}, header);
+      const ByteSpan h[] = {header};
+      SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
+    }
+    std::array<uint8_t, verity::kTrailerSize> trailer{};
+    StoreLe64(trailer.data(), data_size);
+    const ByteSpan t[] = {trailer};
+    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(t, layout.cipher_size - trailer.size()));
+    const ByteSpan u[] = {units};
+    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(u, g.UnitOffset(layout.tree_first_unit)));
+    SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
+    EncodeFileHeader(FileHeader{kFileFormatVersion, kFileFlagSealed, key->nonce}, header);
+    const ByteSpan h[] = {header};
+    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
+    SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
+    Count(PageCounter::kBackingBytesWritten, units.size() + trailer.size() + header.size());
+
+    std::unique_lock lock(mu_);
+    sealed_owner_ = std::make_unique<const Sealed>(layout, record);
+    sealed_.store(sealed_owner_.get(), std::memory_order_release);
+    header_on_disk_ = true;
+    return verity::FileDigest(descriptor);
+  };
+  auto digest = attempt();
+  if (!digest.ok()) {
+    // Leave the file as it was: unsealed, its data intact, nothing past it.
+    if (key)
+      (void)backing_->Truncate(had_header || data_size > 0 ? layer_.geometry_.CipherSize(data_size)
+                                                           : 0);
+    std::unique_lock lock(mu_);
+    frozen_ = false;
+    return digest.status().WithContext("sealing");
+  }
+  return digest;
+}
+
+Status FileContents::VerifyAll() {
+  const Sealed* sealed = sealed_.load(std::memory_order_acquire);
+  if (sealed == nullptr) return NotSealed(label_);
+  std::shared_ptr<const Key> key;
+  {
+    std::shared_lock lock(mu_);
+    key = key_;
+  }
+  // Every tree block, each checked against the block above it (top down).
+  for (int level = sealed->tree.levels() - 1; level >= 0; --level)
+    for (uint64_t i = 0; i < sealed->tree.blocks_in_level(level); ++i)
+      SIGILFS_RETURN_IF_ERROR(VerifiedTreeBlock(*sealed, *key, level, i).status());
+  // Every data page, each checked against the tree.
+  const uint64_t pages = sealed->tree.data_blocks();
+  std::vector<uint8_t> chunk(kSealChunkPages * kPageSize);
+  std::vector<uint8_t*> dest(kSealChunkPages);
+  for (size_t i = 0; i < dest.size(); ++i) dest[i] = chunk.data() + i * kPageSize;
+  Status s = Status::Ok();
+  for (uint64_t first = 0; first < pages && s.ok(); first += kSealChunkPages) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunkPages, pages - first));
+    size_t good = 0;
+    s = LoadPages(key.get(), first, n, sealed->layout.data_size, std::span(dest).first(n), good);
+  }
+  crypt::SecureWipe(chunk);
+  return s;
+}
+
+}  // namespace sigilfs::core

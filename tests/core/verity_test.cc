@@ -1,0 +1,303 @@
+// Tests of sealed (fs-verity) files in the library: digests equal libfsverity's, reads are
+// checked against the tree, tampering and rollback fail, sealed files refuse changes, and an
+// interrupted seal is undone.
+#include <gtest/gtest.h>
+
+// libfsverity 1.5 opens `extern "C"` before its own includes: include those first.
+#include <errno.h>
+#include <libfsverity.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "sigilfs/core/page_layer.h"
+#include "sigilfs/core/verity.h"
+#include "sigilfs/crypt/random.h"
+#include "test_support/backends.h"
+#include "test_support/pattern.h"
+
+namespace sigilfs::core {
+namespace {
+
+using test::BackendKind;
+using test::TestBackend;
+
+using test::Pattern;
+
+// The digest libfsverity computes for `plain` (the test oracle).
+verity::Digest OracleDigest(const std::vector<uint8_t>& plain, const std::vector<uint8_t>& salt) {
+  struct Reader {
+    const std::vector<uint8_t>* data;
+    size_t pos;
+  } reader{&plain, 0};
+  auto read = [](void* fd, void* buf, size_t count) -> int {
+    auto* r = static_cast<Reader*>(fd);
+    if (r->pos + count > r->data->size()) return -EIO;
+    std::memcpy(buf, r->data->data() + r->pos, count);
+    r->pos += count;
+    return 0;
+  };
+  libfsverity_merkle_tree_params params{};
+  params.version = 1;
+  params.hash_algorithm = FS_VERITY_HASH_ALG_SHA256;
+  params.file_size = plain.size();
+  params.block_size = 4096;
+  params.salt_size = static_cast<uint32_t>(salt.size());
+  params.salt = salt.empty() ? nullptr : salt.data();
+  libfsverity_digest* d = nullptr;
+  verity::Digest out{};
+  if (libfsverity_compute_digest(&reader, read, &params, &d) == 0) {
+    std::memcpy(out.data(), d->digest, out.size());
+    std::free(d);  // NOLINT(cppcoreguidelines-no-malloc): libfsverity's allocation
+  } else {
+    ADD_FAILURE() << "libfsverity_compute_digest failed";
+  }
+  return out;
+}
+
+class VerityTest : public ::testing::TestWithParam<std::tuple<BackendKind, crypt::AeadAlgorithm>> {
+ protected:
+  VerityTest() : backend_(std::get<0>(GetParam())) {
+    crypt::RandomBytes(key_);
+    layer_ = std::make_unique<PageLayer>(std::get<1>(GetParam()), key_);
+  }
+
+  std::unique_ptr<FileContents> Open(const std::string& name) {
+    auto f = layer_->Open(backend_.Open(name), name);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    return f.ok() ? std::move(f).value() : nullptr;
+  }
+
+  // A sealed file holding `plain`; returns its digest.
+  verity::Digest MakeSealed(const std::string& name, const std::vector<uint8_t>& plain,
+                            const std::vector<uint8_t>& salt = {}) {
+    auto f = Open(name);
+    if (!plain.empty()) {
+      EXPECT_EQ(*f->Write(0, plain), plain.size());
+    }
+    auto digest = f->EnableVerity(salt);
+    EXPECT_TRUE(digest.ok()) << digest.status().ToString();
+    return digest.ok() ? *digest : verity::Digest{};
+  }
+
+  static Result<std::vector<uint8_t>> ReadRange(FileContents& f, uint64_t offset, size_t n) {
+    std::vector<uint8_t> out(n);
+    auto got = f.Read(offset, out);
+    if (!got.ok()) return got.status();
+    out.resize(*got);
+    return out;
+  }
+
+  const PageGeometry& geometry() const { return layer_->geometry(); }
+
+  std::array<uint8_t, 32> key_;
+  TestBackend backend_;
+  std::unique_ptr<PageLayer> layer_;
+};
+
+TEST_P(VerityTest, DigestsEqualLibfsverity) {
+  const std::vector<uint8_t> salts[] = {{}, {0xab, 0xcd}, std::vector<uint8_t>(32, 0x5a)};
+  const size_t sizes[] = {
+      0, 1, 4095, 4096, 4097, 128 * 4096 - 1, 128 * 4096, 128 * 4096 + 1, 5 * 1048576 + 123};
+  int n = 0;
+  for (size_t size : sizes) {
+    for (const auto& salt : salts) {
+      const auto plain = Pattern(size, static_cast<uint32_t>(size));
+      const std::string name = "f" + std::to_string(n++);
+      EXPECT_EQ(MakeSealed(name, plain, salt), OracleDigest(plain, salt))
+          << size << " bytes, salt " << salt.size();
+      // Reopened: still sealed, same descriptor, same bytes.
+      auto f = Open(name);
+      ASSERT_TRUE(f->sealed());
+      auto d = f->VerityDescriptor();
+      ASSERT_TRUE(d.ok());
+      EXPECT_EQ(verity::FileDigest(*d), OracleDigest(plain, salt));
+      auto back = ReadRange(*f, 0, size + 10);
+      ASSERT_TRUE(back.ok()) << back.status().ToString();
+      EXPECT_TRUE(*back == plain);
+      EXPECT_TRUE(f->VerifyAll().ok());
+    }
+  }
+}
+
+TEST_P(VerityTest, ThreeLevelTreeEqualsLibfsverity) {
+  // 128 * 128 blocks + 1: level 0 has 129 blocks, level 1 two, level 2 one.
+  const auto plain = Pattern(128 * 128 * 4096 + 1, 7);
+  EXPECT_EQ(MakeSealed("big", plain), OracleDigest(plain, {}));
+  auto f = Open("big");
+  EXPECT_TRUE(f->VerifyAll().ok());
+  auto tail = ReadRange(*f, plain.size() - 5000, 5000);
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  EXPECT_TRUE(std::equal(tail->begin(), tail->end(), plain.end() - 5000));
+}
+
+TEST_P(VerityTest, SealedFilesRefuseChangesWithEperm) {
+  MakeSealed("a", Pattern(10000, 1));
+  for (int reopen = 0; reopen < 2; ++reopen) {
+    auto f = Open("a");
+    auto w = f->Write(0, Pattern(10, 2));
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().code(), Code::kPermissionDenied);
+    EXPECT_EQ(w.status().sys_errno(), EPERM);
+    auto big = f->Write(0, Pattern(100 * 4096, 2));  // the direct path too
+    EXPECT_EQ(big.status().sys_errno(), EPERM);
+    EXPECT_EQ(f->Truncate(5).sys_errno(), EPERM);
+    EXPECT_EQ(f->Truncate(10000).sys_errno(), EPERM);
+    EXPECT_EQ(f->EnableVerity({}).status().code(), Code::kExists);
+    EXPECT_TRUE(*ReadRange(*f, 0, 10000) == Pattern(10000, 1));
+  }
+  // Unsealed files are not affected.
+  auto g = Open("b");
+  EXPECT_EQ(*g->Write(0, Pattern(10, 2)), 10u);
+  EXPECT_FALSE(g->VerityDescriptor().ok());
+  EXPECT_EQ(g->VerityDescriptor().status().sys_errno(), ENODATA);
+}
+
+TEST_P(VerityTest, SaltOver32BytesIsRefused) {
+  auto f = Open("a");
+  ASSERT_EQ(*f->Write(0, Pattern(100, 1)), 100u);
+  EXPECT_EQ(f->EnableVerity(std::vector<uint8_t>(33, 1)).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(*f->Write(0, Pattern(100, 3)), 100u);  // still writable
+}
+
+TEST_P(VerityTest, DirtyPagesAreSealedAsWritten) {
+  auto f = Open("a");
+  const auto plain = Pattern(3 * 4096 + 17, 4);
+  ASSERT_EQ(*f->Write(0, plain), plain.size());  // still in the cache, not written back
+  auto digest = f->EnableVerity({});
+  ASSERT_TRUE(digest.ok());
+  EXPECT_EQ(*digest, OracleDigest(plain, {}));
+}
+
+// Flips one byte of the cipher file at `offset`.
+void Flip(TestBackend& b, const std::string& name, uint64_t offset) {
+  auto raw = b.Raw(name);
+  raw.at(offset) ^= 0x40;
+  b.SetRaw(name, raw);
+}
+
+TEST_P(VerityTest, ATamperedDataPageFailsOnlyItsReads) {
+  const auto plain = Pattern(130 * 4096, 5);
+  MakeSealed("a", plain);
+  Flip(backend_, "a", geometry().UnitOffset(7) + 100);
+  auto f = Open("a");
+  EXPECT_FALSE(ReadRange(*f, 7 * 4096, 10).ok());
+  auto before = ReadRange(*f, 0, 7 * 4096);
+  ASSERT_TRUE(before.ok());
+  EXPECT_TRUE(std::equal(before->begin(), before->end(), plain.begin()));
+  EXPECT_TRUE(ReadRange(*f, 8 * 4096, 4096).ok());
+  EXPECT_FALSE(f->VerifyAll().ok());
+}
+
+TEST_P(VerityTest, ATamperedTreeBlockFailsThePagesBelowIt) {
+  const auto plain = Pattern(130 * 4096, 6);  // level 0: two blocks, level 1: one
+  MakeSealed("a", plain);
+  const auto layout = verity::LayoutOf(geometry(), plain.size());
+  const verity::TreeLayout tree(plain.size());
+  ASSERT_EQ(tree.levels(), 2);
+  // Level-0 block 1 covers pages 128 and 129.
+  Flip(backend_, "a", geometry().UnitOffset(layout.tree_first_unit + tree.level_start(0) + 1) + 50);
+  auto f = Open("a");
+  EXPECT_TRUE(ReadRange(*f, 0, 4096).ok());
+  auto bad = ReadRange(*f, 128 * 4096, 4096);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kAuthFailed);
+  EXPECT_FALSE(f->VerifyAll().ok());
+}
+
+TEST_P(VerityTest, ATamperedRecordOrTrailerFailsTheOpen) {
+  const auto plain = Pattern(5000, 7);
+  MakeSealed("a", plain);
+  const auto layout = verity::LayoutOf(geometry(), plain.size());
+  const auto good = backend_.Raw("a");
+  Flip(backend_, "a", geometry().UnitOffset(layout.record_unit) + 60);
+  EXPECT_FALSE(layer_->Open(backend_.Open("a"), "a").ok());
+  backend_.SetRaw("a", good);
+  Flip(backend_, "a", good.size() - 8);  // trailer: the size no longer matches the length
+  EXPECT_FALSE(layer_->Open(backend_.Open("a"), "a").ok());
+  backend_.SetRaw("a", good);
+  auto cut = good;
+  cut.resize(cut.size() - 100);
+  backend_.SetRaw("a", cut);
+  EXPECT_FALSE(layer_->Open(backend_.Open("a"), "a").ok());
+}
+
+TEST_P(VerityTest, AnOlderVersionOfAPageIsRefused) {
+  // Rollback: a page's earlier ciphertext still opens under the file key, but not against
+  // the tree.
+  auto f = Open("a");
+  ASSERT_EQ(*f->Write(0, Pattern(8 * 4096, 8)), 8u * 4096);
+  ASSERT_TRUE(f->Flush().ok());
+  const auto raw_old = backend_.Raw("a");
+  ASSERT_EQ(*f->Write(3 * 4096, Pattern(4096, 9)), 4096u);
+  ASSERT_TRUE(f->EnableVerity({}).ok());
+  f.reset();
+  auto raw = backend_.Raw("a");
+  const uint64_t at = geometry().UnitOffset(3);
+  std::copy(raw_old.begin() + static_cast<long>(at),
+            raw_old.begin() + static_cast<long>(at + geometry().unit_size()),
+            raw.begin() + static_cast<long>(at));
+  backend_.SetRaw("a", raw);
+  auto g = Open("a");
+  auto r = ReadRange(*g, 3 * 4096, 4096);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kAuthFailed);
+  // A page zeroed into a hole is refused the same way.
+  auto raw2 = backend_.Raw("a");
+  std::fill(raw2.begin() + static_cast<long>(geometry().UnitOffset(5)),
+            raw2.begin() + static_cast<long>(geometry().UnitOffset(6)), 0);
+  backend_.SetRaw("a", raw2);
+  auto h = Open("a");
+  EXPECT_FALSE(ReadRange(*h, 5 * 4096, 4096).ok());
+}
+
+TEST_P(VerityTest, ZerosSealedAsAHoleReadBack) {
+  auto f = Open("a");
+  ASSERT_EQ(*f->Write(10 * 4096, Pattern(100, 10)), 100u);  // pages 0..9 are holes
+  auto digest = f->EnableVerity({});
+  ASSERT_TRUE(digest.ok());
+  std::vector<uint8_t> plain(10 * 4096 + 100, 0);
+  const auto tail = Pattern(100, 10);
+  std::copy(tail.begin(), tail.end(), plain.begin() + 10 * 4096);
+  EXPECT_EQ(*digest, OracleDigest(plain, {}));
+  auto g = Open("a");
+  EXPECT_TRUE(*ReadRange(*g, 0, plain.size()) == plain);
+}
+
+TEST_P(VerityTest, AnInterruptedSealIsUndoneOnOpen) {
+  const auto plain = Pattern(20000, 11);
+  MakeSealed("a", plain);
+  // As if the machine stopped before the header's flag was written: clear it.
+  auto raw = backend_.Raw("a");
+  raw[10] &= static_cast<uint8_t>(~kFileFlagSealed);
+  backend_.SetRaw("a", raw);
+  auto f = Open("a");
+  EXPECT_FALSE(f->sealed());
+  EXPECT_EQ(f->size(), plain.size());
+  EXPECT_EQ(backend_.Raw("a").size(), geometry().CipherSize(plain.size()));
+  EXPECT_TRUE(*ReadRange(*f, 0, plain.size()) == plain);
+  EXPECT_EQ(*f->Write(0, Pattern(10, 12)), 10u);  // an ordinary file again
+  ASSERT_TRUE(f->EnableVerity({}).ok());
+}
+
+TEST_P(VerityTest, ReadsCountVerifiedPagesAndCacheTreeBlocks) {
+  const auto plain = Pattern(300 * 4096, 13);
+  MakeSealed("a", plain);
+  auto f = Open("a");
+  ASSERT_TRUE(ReadRange(*f, 0, plain.size()).ok());
+  EXPECT_GE(f->counters().Get(PageCounter::kVerityPagesVerified), 300u);
+  const uint64_t blocks = f->counters().Get(PageCounter::kVerityTreeBlocksRead);
+  EXPECT_EQ(blocks, verity::TreeLayout(plain.size()).total_blocks());  // each read once
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, VerityTest,
+    ::testing::Combine(::testing::Values(BackendKind::kMemory, BackendKind::kPosix),
+                       ::testing::Values(crypt::AeadAlgorithm::kAes256Gcm,
+                                         crypt::AeadAlgorithm::kXChaCha20Poly1305)));
+
+}  // namespace
+}  // namespace sigilfs::core
