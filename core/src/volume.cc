@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/encoding.h"
 #include "sigilfs/crypt/random.h"
 
@@ -198,9 +199,70 @@ Result<std::string> Volume::DecryptSymlinkTarget(std::string_view stored) const 
   return names_->DecryptTarget(stored);
 }
 
-Result<uint64_t> Volume::PlainSize(const struct stat& st) const {
+Result<uint64_t> Volume::PlainSize(int dirfd, const std::string& stored,
+                                   const struct stat& st) const {
   if (!S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
-  return pages_->geometry().PlainSize(static_cast<uint64_t>(st.st_size));
+  const PageGeometry& g = pages_->geometry();
+  const auto cipher_size = static_cast<uint64_t>(st.st_size);
+  if (!verity::LooksSealed(g, cipher_size)) return g.PlainSize(cipher_size);
+  // A sealed file: its trailer states the size (8 bytes, no decryption).
+  // An empty name: `dirfd` is the file itself (perhaps an O_PATH descriptor), reopened.
+  const std::string self = "/proc/self/fd/" + std::to_string(dirfd);
+  const int fd = stored.empty() ? ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY)
+                                : ::openat(dirfd, stored.c_str(),
+                                           O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+  if (fd < 0) return Status::FromErrno(errno, "open");
+  std::array<uint8_t, verity::kTrailerSize> trailer{};
+  const ssize_t n =
+      ::pread(fd, trailer.data(), trailer.size(), static_cast<off_t>(cipher_size - trailer.size()));
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) return Status::FromErrno(err, "read");
+  SIGILFS_ASSIGN_OR_RETURN(
+      auto layout,
+      verity::LayoutFromTrailer(g, cipher_size, ByteSpan(trailer).first(static_cast<size_t>(n))));
+  return layout.data_size;
+}
+
+Result<Volume::Located> Volume::Locate(std::string_view path) const {
+  Located at;
+  int dirfd = ::dup(root_fd_);
+  if (dirfd < 0) return Status::FromErrno(errno, "dup");
+  std::vector<std::string_view> parts;
+  for (size_t pos = 0; pos <= path.size();) {
+    const size_t slash = std::min(path.find('/', pos), path.size());
+    const std::string_view part = path.substr(pos, slash - pos);
+    if (part == "..") {
+      ::close(dirfd);
+      return Status(Code::kInvalidArgument, "'..' in a vault path");
+    }
+    if (!part.empty() && part != ".") parts.push_back(part);
+    pos = slash + 1;
+  }
+  if (parts.empty()) {
+    ::close(dirfd);
+    return Status(Code::kInvalidArgument, "empty vault path");
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto iv = ReadDirIv(dirfd);
+    auto stored = iv.ok() ? StoredName(*iv, parts[i]) : Result<std::string>(iv.status());
+    if (!stored.ok()) {
+      ::close(dirfd);
+      return stored.status().WithContext(std::string(path));
+    }
+    if (i + 1 == parts.size()) {
+      at.dirfd = dirfd;
+      at.stored = std::move(stored).value();
+      return at;
+    }
+    const int next =
+        ::openat(dirfd, stored->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    const int err = errno;
+    ::close(dirfd);
+    if (next < 0) return Status::FromErrno(err, std::string(path));
+    dirfd = next;
+  }
+  return Status(Code::kInternal, "unreachable");
 }
 
 }  // namespace sigilfs::core

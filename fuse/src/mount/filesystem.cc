@@ -263,7 +263,7 @@ Result<struct stat> Filesystem::Translate(struct stat st, int dirfd, const std::
     if (open) {
       st.st_size = static_cast<off_t>(open->size());  // includes what is not written back yet
     } else {
-      auto size = volume_->PlainSize(st);
+      auto size = volume_->PlainSize(dirfd, stored, st);
       if (!size.ok()) {
         Log("%s: %s", stored.c_str(), size.status().ToString().c_str());
         return size.status();
@@ -343,19 +343,31 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
 }
 
 Status Filesystem::DoOpen(Inode& inode, int flags) {
-  if (options_.read_only && (flags & O_ACCMODE) != O_RDONLY)
-    return Status::FromErrno(EROFS, "open");
+  const bool writing = (flags & O_ACCMODE) != O_RDONLY;
+  if (options_.read_only && writing) return Status::FromErrno(EROFS, "open");
   std::lock_guard lock(inode.mu);
   SIGILFS_ASSIGN_OR_RETURN(auto contents, ContentsFor(inode));
   ++inode.open_count;
-  if ((flags & O_TRUNC) != 0 && (flags & O_ACCMODE) != O_RDONLY) {
-    Status s = contents->Truncate(0);
-    if (!s.ok()) {
-      --inode.open_count;
-      return s;
-    }
+  Status s = Status::Ok();
+  if (writing && contents->sealed()) {
+    s = Status(Code::kPermissionDenied, "open for writing: a sealed (verity) file", EPERM);
+  } else if ((flags & O_TRUNC) != 0 && writing) {
+    s = contents->Truncate(0);
   }
+  if (!s.ok()) {
+    --inode.open_count;
+    if (inode.open_count == 0) CloseContentsLocked(inode);
+    return s;
+  }
+  if (writing) ++inode.writers;
   return Status::Ok();
+}
+
+void Filesystem::CloseContentsLocked(Inode& inode) {
+  inode.contents.reset();
+  inode.is_open = false;
+  if (inode.stat_fd >= 0) ::close(inode.stat_fd);
+  inode.stat_fd = -1;
 }
 
 Status Filesystem::Chown(int dirfd, const std::string& stored, const Caller& caller,
@@ -415,6 +427,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
         return s;
       }
     }
+    if ((flags & O_ACCMODE) != O_RDONLY) ++inode->writers;
   }
   if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("stat");
   SIGILFS_ASSIGN_OR_RETURN(struct stat attr, Translate(st, dirfd, stored, inode.get()));
@@ -435,8 +448,15 @@ Result<size_t> Filesystem::DoRead(Inode& inode, uint64_t offset, MutableByteSpan
     n = c->Read(offset + *n, out.subspan(*n));
     if (n.ok()) n = Status(Code::kIoError, "short read inside the file");
   }
-  if (!n.ok())
-    Log("read at %llu: %s", static_cast<unsigned long long>(offset), n.status().ToString().c_str());
+  if (!n.ok()) {
+    // A damaged page fails every read of it (and the kernel retries page by page): log it once.
+    std::string message = n.status().ToString();
+    std::lock_guard lock(inode.mu);
+    if (message != inode.last_read_error) {
+      Log("read at %llu: %s", static_cast<unsigned long long>(offset), message.c_str());
+      inode.last_read_error = std::move(message);
+    }
+  }
   return n;
 }
 
@@ -469,15 +489,44 @@ Status Filesystem::DoFsync(Inode& inode, bool datasync) {
   return c ? c->Sync(datasync) : Status::Ok();
 }
 
-Status Filesystem::DoRelease(Inode& inode) {
+Status Filesystem::DoRelease(Inode& inode, bool writer) {
   std::lock_guard lock(inode.mu);
+  if (writer && inode.writers > 0) --inode.writers;
   if (--inode.open_count > 0 || !inode.contents) return Status::Ok();
   Status s = inode.contents->Flush();
-  inode.contents.reset();
-  inode.is_open = false;
-  if (inode.stat_fd >= 0) ::close(inode.stat_fd);
-  inode.stat_fd = -1;
+  CloseContentsLocked(inode);
   return s;
+}
+
+Result<core::verity::Digest> Filesystem::DoEnableVerity(Inode& inode, ByteSpan salt) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "enable verity");
+  std::shared_ptr<core::FileContents> c;
+  {
+    std::lock_guard lock(inode.mu);
+    if (!S_ISREG(inode.type)) return Status::FromErrno(EINVAL, "enable verity: not a file");
+    // As fs-verity: a file open for writing (by anyone) cannot be sealed.
+    if (inode.writers > 0) return Status::FromErrno(ETXTBSY, "enable verity");
+    c = inode.contents;
+  }
+  if (!c) return Status::FromErrno(EBADF, "enable verity");
+  auto digest = c->EnableVerity(salt);
+  if (!digest.ok()) Log("enable verity: %s", digest.status().ToString().c_str());
+  return digest;
+}
+
+Result<core::verity::Descriptor> Filesystem::DoVerityDescriptor(Inode& inode) {
+  std::shared_ptr<core::FileContents> c;
+  {
+    std::lock_guard lock(inode.mu);
+    c = inode.contents;
+  }
+  if (!c) return Status::FromErrno(ENODATA, "measure verity");
+  return c->VerityDescriptor();
+}
+
+bool Filesystem::DoIsSealed(Inode& inode) {
+  std::lock_guard lock(inode.mu);
+  return inode.contents != nullptr && inode.contents->sealed();
 }
 
 Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr, int to_set) {
@@ -487,12 +536,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
     const bool was_open = inode.contents != nullptr;
     SIGILFS_ASSIGN_OR_RETURN(auto c, ContentsFor(inode));
     Status s = c->Truncate(static_cast<uint64_t>(attr.st_size));
-    if (!was_open) {
-      inode.contents.reset();
-      inode.is_open = false;
-      ::close(inode.stat_fd);
-      inode.stat_fd = -1;
-    }
+    if (!was_open) CloseContentsLocked(inode);
     SIGILFS_RETURN_IF_ERROR(s);
   }
   if ((to_set & (kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime)) != 0) {

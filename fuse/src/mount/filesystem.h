@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sigilfs/core/verity.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/status.h"
 
@@ -42,6 +43,8 @@ struct Inode : std::enable_shared_from_this<Inode> {
   std::shared_ptr<core::FileContents> contents;  // regular files while open
   int stat_fd = -1;                              // the open cipher file, for fstat
   int open_count = 0;
+  int writers = 0;              // opens for writing (a file being written cannot be sealed)
+  std::string last_read_error;  // logged once, not on every retry of the same bad page
   // Set while `contents` is: an open file keeps its cipher inode (and number) alive. Atomic so
   // the inode table can read it without taking `mu` (table_mu_ comes after mu).
   std::atomic<bool> is_open{false};
@@ -112,7 +115,13 @@ class Filesystem {
                          bool append);
   Status DoFlush(Inode& inode);
   Status DoFsync(Inode& inode, bool datasync);
-  Status DoRelease(Inode& inode);
+  Status DoRelease(Inode& inode, bool writer);
+
+  // fs-verity on an open regular file: seal it (ETXTBSY while open for writing elsewhere), its
+  // descriptor (ENODATA when not sealed), and whether it is sealed.
+  Result<core::verity::Digest> DoEnableVerity(Inode& inode, ByteSpan salt);
+  Result<core::verity::Descriptor> DoVerityDescriptor(Inode& inode);
+  bool DoIsSealed(Inode& inode);
 
   // Directories: a handle is a readable descriptor plus the directory's IV.
   struct DirHandle {
@@ -151,6 +160,7 @@ class Filesystem {
                                 const Inode* inode);
   Status Chown(int dirfd, const std::string& stored, const Caller& caller, const struct stat& dir);
   Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);    // REQUIRES inode.mu
+  static void CloseContentsLocked(Inode& inode);                            // REQUIRES inode.mu
   std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
   Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
 

@@ -1,6 +1,10 @@
 // Translates FUSE requests into Filesystem calls and results into replies (errno in one place).
 #include "lowlevel.h"
 
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/fsverity.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -24,6 +28,9 @@ static_assert(kSetMode == FUSE_SET_ATTR_MODE && kSetUid == FUSE_SET_ATTR_UID &&
 // daemon, which invalidates nothing it has not told the kernel about.
 constexpr double kTimeout = 1.0;
 
+// Whether a handle was opened for writing.
+bool Writer(const fuse_file_info* fi) { return (fi->flags & O_ACCMODE) != O_RDONLY; }
+
 Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 std::shared_ptr<Inode> InodeOf(fuse_req_t req, fuse_ino_t ino) { return Fs(req).Get(ino); }
 
@@ -33,6 +40,7 @@ Caller CallerOf(fuse_req_t req) {
 }
 
 void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
+void Fail(fuse_req_t req, int error) { fuse_reply_err(req, error); }
 
 fuse_entry_param EntryParam(fuse_req_t req, const Entry& entry) {
   fuse_entry_param e{};
@@ -128,7 +136,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!s.ok()) return ReplyError(req, s);
   // All changes reach the kernel's page cache through this mount, so it stays valid.
   fi->keep_cache = 1;
-  if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*InodeOf(req, ino));
+  if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*InodeOf(req, ino), Writer(fi));
 }
 
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
@@ -137,7 +145,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   const fuse_entry_param e = EntryParam(req, *r);
   fi->keep_cache = 1;
   if (fuse_reply_create(req, &e, fi) != 0) {
-    (void)Fs(req).DoRelease(*r->inode);
+    (void)Fs(req).DoRelease(*r->inode, Writer(fi));
     Fs(req).Forget(e.ino, 1);
   }
 }
@@ -191,8 +199,71 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   ReplyStatus(req, Fs(req).DoFsync(*InodeOf(req, ino), datasync != 0));
 }
 
-void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  ReplyStatus(req, Fs(req).DoRelease(*InodeOf(req, ino)));
+void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  ReplyStatus(req, Fs(req).DoRelease(*InodeOf(req, ino), Writer(fi)));
+}
+
+// The fs-verity ioctls (Linux 6.10 and later forward them with their payload), and the inode
+// flags word so that lsattr shows sealed files. Others are not supported.
+void EnableVerity(fuse_req_t req, fuse_ino_t ino, const void* in_buf, size_t in_bufsz) {
+  fsverity_enable_arg arg{};
+  if (in_bufsz < sizeof arg) return Fail(req, EINVAL);
+  std::memcpy(&arg, in_buf, sizeof arg);
+  // salt_ptr and sig_ptr are the caller's addresses: the salt itself follows the struct.
+  if (arg.version != 1 || arg.__reserved1 != 0) return Fail(req, EINVAL);
+  for (uint64_t r : arg.__reserved2)
+    if (r != 0) return Fail(req, EINVAL);
+  if (arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA256 || arg.block_size != core::kPageSize)
+    return Fail(req, EOPNOTSUPP);
+  if (arg.salt_size > core::verity::kMaxSaltSize) return Fail(req, EMSGSIZE);
+  if (arg.sig_size != 0) return Fail(req, EOPNOTSUPP);  // no built-in signatures
+  if (in_bufsz < sizeof arg + arg.salt_size) return Fail(req, EINVAL);
+  const ByteSpan salt(static_cast<const uint8_t*>(in_buf) + sizeof arg, arg.salt_size);
+  auto digest = Fs(req).DoEnableVerity(*InodeOf(req, ino), salt);
+  if (!digest.ok()) return ReplyError(req, digest.status());
+  fuse_reply_ioctl(req, 0, nullptr, 0);
+}
+
+void MeasureVerity(fuse_req_t req, fuse_ino_t ino, const void* in_buf, size_t in_bufsz,
+                   size_t out_bufsz) {
+  fsverity_digest head{};
+  if (in_bufsz < sizeof head) return Fail(req, EINVAL);
+  std::memcpy(&head, in_buf, sizeof head);
+  auto descriptor = Fs(req).DoVerityDescriptor(*InodeOf(req, ino));
+  if (!descriptor.ok()) return ReplyError(req, descriptor.status());
+  // digest_size comes in as the room the caller has.
+  if (head.digest_size < core::verity::kDigestSize ||
+      out_bufsz < sizeof head + core::verity::kDigestSize)
+    return Fail(req, EOVERFLOW);
+  std::array<uint8_t, sizeof(fsverity_digest) + core::verity::kDigestSize> out{};
+  head.digest_algorithm = FS_VERITY_HASH_ALG_SHA256;
+  head.digest_size = core::verity::kDigestSize;
+  std::memcpy(out.data(), &head, sizeof head);
+  const auto digest = core::verity::FileDigest(*descriptor);
+  std::memcpy(out.data() + sizeof head, digest.data(), digest.size());
+  fuse_reply_ioctl(req, 0, out.data(), out.size());
+}
+
+void Ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned flags,
+           const void* in_buf, size_t in_bufsz, size_t out_bufsz) {
+  if ((flags & FUSE_IOCTL_COMPAT) != 0) return Fail(req, ENOSYS);
+  switch (cmd) {
+    case FS_IOC_ENABLE_VERITY:
+      return EnableVerity(req, ino, in_buf, in_bufsz);
+    case FS_IOC_MEASURE_VERITY:
+      return MeasureVerity(req, ino, in_buf, in_bufsz, out_bufsz);
+    case static_cast<unsigned int>(FS_IOC_GETFLAGS): {
+      // The kernel asks for an int (4 bytes), whatever the ioctl number says.
+      if (out_bufsz < sizeof(int)) return Fail(req, EINVAL);
+      const int value = (flags & FUSE_IOCTL_DIR) == 0 && Fs(req).DoIsSealed(*InodeOf(req, ino))
+                            ? FS_VERITY_FL
+                            : 0;
+      fuse_reply_ioctl(req, 0, &value, sizeof value);
+      return;
+    }
+    default:
+      return Fail(req, ENOTTY);
+  }
 }
 
 Filesystem::DirHandle* HandleOf(fuse_file_info* fi) {
@@ -275,6 +346,7 @@ fuse_lowlevel_ops MakeOperations() {
   ops.releasedir = Releasedir;
   ops.fsyncdir = Fsyncdir;
   ops.statfs = Statfs;
+  ops.ioctl = Ioctl;
   return ops;
 }
 

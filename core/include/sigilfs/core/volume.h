@@ -69,8 +69,18 @@ class Volume {
   Result<std::string> EncryptSymlinkTarget(std::string_view target) const;
   Result<std::string> DecryptSymlinkTarget(std::string_view stored) const;
 
-  // The plaintext size of a cipher entry from its stat (files: from the cipher size; others as is).
-  Result<uint64_t> PlainSize(const struct stat& st) const;
+  // The plaintext size of entry `stored` of `dirfd` (an empty name: `dirfd` itself), whose stat
+  // is `st`: files from the cipher size (a sealed file's from its 8-byte trailer), others as is.
+  Result<uint64_t> PlainSize(int dirfd, const std::string& stored, const struct stat& st) const;
+
+  // A plaintext path inside the vault ("a/b/c", no "..", no symlinks followed), resolved to its
+  // cipher directory (an O_RDONLY descriptor the caller closes) and stored name. The entry
+  // itself need not exist.
+  struct Located {
+    int dirfd = -1;
+    std::string stored;
+  };
+  Result<Located> Locate(std::string_view path) const;
 
  private:
   Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCodec> names,
