@@ -295,15 +295,13 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
         } else {
           std::memset(page, 0, kPageSize);
           holes.fetch_add(1, std::memory_order_relaxed);
-          // Zeros are only right where zeros were sealed.
-          if (sealed) results[i] = CheckPage(*sealed, level0, first, index, page);
         }
         continue;
       }
       results[i] = key->codec.Open(index, UnitKind::kDataPage, last, unit, {page, plain_len});
       std::memset(page + plain_len, 0, kPageSize - plain_len);
-      if (sealed && results[i].ok()) results[i] = CheckPage(*sealed, level0, first, index, page);
     }
+    if (sealed) CheckPages(*sealed, level0, first, b, e, dest, results);
   });
   if (sealed) Count(PageCounter::kVerityPagesVerified, on_disk);
   Count(PageCounter::kBackingBytesRead, bytes.load());

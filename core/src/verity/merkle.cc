@@ -36,9 +36,15 @@ TreeLayout::TreeLayout(uint64_t data_size)
 }
 
 BlockHasher::BlockHasher(ByteSpan salt)
-    : salt_(salt.begin(), salt.end()), prefixed_(PaddedSalt(salt)) {}
+    : salt_(salt.begin(), salt.end()),
+      // A padded salt is whole 64-byte blocks by construction, so Create cannot fail.
+      midstate_(crypt::Sha256Midstate::Create(PaddedSalt(salt)).value()) {}
 
-Digest BlockHasher::Hash(ByteSpan block) const { return prefixed_.Digest(block); }
+Digest BlockHasher::Hash(ByteSpan block) const { return midstate_.Hash(block); }
+
+void BlockHasher::Hash2(ByteSpan a, ByteSpan b, Digest& out_a, Digest& out_b) const {
+  midstate_.Hash2(a, b, out_a, out_b);
+}
 
 Tree BuildTree(const TreeLayout& layout, const BlockHasher& hasher,
                std::span<const Digest> data_hashes) {

@@ -179,17 +179,35 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
   return out;
 }
 
-Status FileContents::CheckPage(const Sealed& sealed, std::span<const TreeBlock> level0,
-                               uint64_t first, uint64_t index, const uint8_t* page) const {
-  const verity::Digest hash = sealed.hasher.Hash({page, verity::kBlockSize});
-  const uint8_t* expect = sealed.record.decoded.root.data();
-  if (sealed.tree.levels() > 0) {
-    const uint64_t b = index / verity::kHashesPerBlock - first / verity::kHashesPerBlock;
-    expect = level0[b]->data() + (index % verity::kHashesPerBlock) * verity::kDigestSize;
+void FileContents::CheckPages(const Sealed& sealed, std::span<const TreeBlock> level0,
+                              uint64_t first, size_t begin, size_t end,
+                              std::span<uint8_t* const> dest, std::span<Status> results) const {
+  auto check = [&](size_t i, const verity::Digest& hash) {
+    const uint64_t index = first + i;
+    const uint8_t* expect = sealed.record.decoded.root.data();
+    if (sealed.tree.levels() > 0) {
+      const uint64_t b = index / verity::kHashesPerBlock - first / verity::kHashesPerBlock;
+      expect = level0[b]->data() + (index % verity::kHashesPerBlock) * verity::kDigestSize;
+    }
+    if (std::memcmp(hash.data(), expect, verity::kDigestSize) != 0)
+      results[i] = Status(Code::kAuthFailed, "does not match the verity tree");
+  };
+  // Two pages at a time: the interleaved SHA-256 hashes a pair in about two thirds of the
+  // time of two single hashes.
+  size_t pending = SIZE_MAX;
+  for (size_t i = begin; i < end; ++i) {
+    if (!results[i].ok()) continue;  // holes are checked too: zeros must have been sealed
+    if (pending == SIZE_MAX) {
+      pending = i;
+      continue;
+    }
+    verity::Digest a, b;
+    sealed.hasher.Hash2({dest[pending], verity::kBlockSize}, {dest[i], verity::kBlockSize}, a, b);
+    check(pending, a);
+    check(i, b);
+    pending = SIZE_MAX;
   }
-  if (std::memcmp(hash.data(), expect, verity::kDigestSize) != 0)
-    return Status(Code::kAuthFailed, "does not match the verity tree");
-  return Status::Ok();
+  if (pending != SIZE_MAX) check(pending, sealed.hasher.Hash({dest[pending], verity::kBlockSize}));
 }
 
 Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
@@ -233,8 +251,12 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
       hashed = LoadPages(key.get(), first, n, data_size, std::span(dest).first(n), good);
       if (!hashed.ok()) break;
       layer_.pool_->ParallelFor(n, 16, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i)
-          hashes[static_cast<size_t>(first + i)] = hasher.Hash({dest[i], kPageSize});
+        size_t i = b;
+        for (; i + 1 < e; i += 2)
+          hasher.Hash2({dest[i], kPageSize}, {dest[i + 1], kPageSize},
+                       hashes[static_cast<size_t>(first + i)],
+                       hashes[static_cast<size_t>(first + i + 1)]);
+        if (i < e) hashes[static_cast<size_t>(first + i)] = hasher.Hash({dest[i], kPageSize});
       });
     }
     crypt::SecureWipe(chunk);

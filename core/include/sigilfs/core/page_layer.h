@@ -173,8 +173,11 @@ class FileContents {
                                   ByteSpan unit);
   Result<TreeBlock> VerifiedTreeBlock(const Sealed& sealed, const Key& key, int level,
                                       uint64_t index);
-  Status CheckPage(const Sealed& sealed, std::span<const TreeBlock> level0, uint64_t first,
-                   uint64_t index, const uint8_t* page) const;
+  // Checks the loaded pages dest[begin, end) (page first + i in dest[i]) whose results are
+  // still ok against the tree; a mismatch turns the page's result into kAuthFailed.
+  void CheckPages(const Sealed& sealed, std::span<const TreeBlock> level0, uint64_t first,
+                  size_t begin, size_t end, std::span<uint8_t* const> dest,
+                  std::span<Status> results) const;
   Status Frozen() const;  // REQUIRES mu_: kPermissionDenied once sealing starts
 
   void Count(PageCounter c, uint64_t n = 1);
