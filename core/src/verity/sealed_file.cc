@@ -12,9 +12,10 @@
 namespace sigilfs::core {
 namespace {
 
-// Sealing reads and hashes 1 MiB of plaintext per step; the kernel reads the next step's
-// ciphertext meanwhile.
-constexpr size_t kSealChunkPages = 256;
+// Sealing reads and hashes 4 MiB of plaintext per step (the kernel reads the next step's
+// ciphertext meanwhile), in pieces of 128 KiB that each core reads, opens and hashes alone.
+constexpr size_t kSealChunkPages = 1024;
+constexpr size_t kSealPiecePages = 32;
 
 Status NotSealed(const std::string& label) {
   return Status(Code::kNotFound, label + ": not a verity file", ENODATA);
@@ -235,7 +236,9 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     const verity::TreeLayout tree_layout(data_size);
     const uint64_t pages = tree_layout.data_blocks();
 
-    // Hash every data page, reading ahead of the pages being decrypted and hashed.
+    // Hash every data page: a chunk at a time, the kernel reading the next chunk ahead while
+    // this one's pieces are each read, opened and hashed by whichever core is free (one
+    // hand-off per piece, not one per phase).
     std::vector<verity::Digest> hashes(static_cast<size_t>(pages));
     std::vector<uint8_t> chunk(kSealChunkPages * kPageSize);
     std::vector<uint8_t*> dest(kSealChunkPages);
@@ -247,10 +250,14 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
       if (first + n < pages)
         backing_->WillNeed(g.UnitOffset(first + n),
                            std::min<uint64_t>(kSealChunkPages, pages - first - n) * g.unit_size());
-      size_t good = 0;
-      hashed = LoadPages(key.get(), first, n, data_size, std::span(dest).first(n), good);
-      if (!hashed.ok()) break;
-      layer_.pool_->ParallelFor(n, 16, [&](size_t b, size_t e) {
+      const size_t pieces = (n + kSealPiecePages - 1) / kSealPiecePages;
+      std::vector<Status> results(pieces);
+      layer_.pool_->ForEachDynamic(pieces, [&](size_t piece) {
+        const size_t b = piece * kSealPiecePages, e = std::min(n, b + kSealPiecePages);
+        size_t good = 0;
+        results[piece] = LoadPages(key.get(), first + b, e - b, data_size,
+                                   std::span(dest).subspan(b, e - b), good);
+        if (!results[piece].ok()) return;
         size_t i = b;
         for (; i + 1 < e; i += 2)
           hasher.Hash2({dest[i], kPageSize}, {dest[i + 1], kPageSize},
@@ -258,6 +265,8 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
                        hashes[static_cast<size_t>(first + i + 1)]);
         if (i < e) hashes[static_cast<size_t>(first + i)] = hasher.Hash({dest[i], kPageSize});
       });
+      for (Status& r : results)
+        if (!r.ok() && hashed.ok()) hashed = std::move(r);
     }
     crypt::SecureWipe(chunk);
     SIGILFS_RETURN_IF_ERROR(hashed);
