@@ -140,6 +140,28 @@ TEST(MountVerityTest, DigestsEqualFsverityDigestOfThePlaintext) {
   }
 }
 
+TEST(MountVerityTest, ABackupOfTheCipherDirectoryKeepsFilesSealed) {
+  SKIP_UNLESS_SUPPORTED();
+  test::MountedVault vault;
+  test::TempDir backup;
+  const auto data = test::Pattern(300000, 21);
+  WriteFile(vault.path("a"), data);
+  ASSERT_EQ(Fsverity({"enable", "--salt=0102", vault.path("a")}), "");
+  const std::string digest = Fsverity({"measure", vault.path("a")});
+  vault.Unmount();
+  // Back the cipher files up with cp -a, wipe them, restore them.
+  const std::string saved = (backup.path() / "cipher").string();
+  ASSERT_EQ(test::RunProcess({"/bin/cp", "-a", vault.cipher(), saved}).exit_code, 0);
+  fs::remove_all(vault.cipher());
+  ASSERT_EQ(test::RunProcess({"/bin/cp", "-a", saved, vault.cipher()}).exit_code, 0);
+  vault.Mount();
+  EXPECT_EQ(Fsverity({"measure", vault.path("a")}), digest);
+  EXPECT_TRUE(ReadFile(vault.path("a")) == data);
+  errno = 0;
+  EXPECT_LT(::open(vault.path("a").c_str(), O_WRONLY), 0);
+  EXPECT_EQ(errno, EPERM);
+}
+
 TEST(MountVerityTest, LsattrShowsSealedFiles) {
   SKIP_UNLESS_SUPPORTED();
   test::MountedVault vault;
