@@ -7,22 +7,12 @@
 
 #include <cerrno>
 
+#include "sigilfs/core/unique_fd.h"
+
 namespace sigilfs::core {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = UniqueFd;
 
 Status WriteAll(int fd, const std::string& data, const std::string& what) {
   size_t done = 0;

@@ -3,8 +3,10 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "sigilfs/core/volume.h"
 #include "sigilfs/fuse/passphrase.h"
 #include "sigilfs/status.h"
 
@@ -13,9 +15,11 @@ namespace sigilfs::cli {
 // The action chosen by parsing; returns the process exit code.
 using Action = std::function<int()>;
 
-void RegisterVaultCommands(CLI::App& app, Action& action);  // init, passwd, info
-void RegisterDemoCommand(CLI::App& app, Action& action);    // demo
-void RegisterMountCommands(CLI::App& app, Action& action);  // mount, unmount
+void RegisterVaultCommands(CLI::App& app, Action& action);   // init, passwd, info
+void RegisterDemoCommand(CLI::App& app, Action& action);     // demo
+void RegisterMountCommands(CLI::App& app, Action& action);   // mount, unmount
+void RegisterVerityCommands(CLI::App& app, Action& action);  // verity enable, measure, verify
+void RegisterFsckCommand(CLI::App& app, Action& action);     // fsck
 
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);
@@ -23,5 +27,10 @@ int Fail(const Status& status);
 // Adds --passfile/--extpass (with `prefix`, e.g. "new-") to a subcommand.
 void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const std::string& prefix,
                           const std::string& what);
+
+// Unlocks the vault in `dir` for an offline command: checks its config first (so a wrong path
+// fails before the prompt), then asks for the passphrase and opens the cipher directory.
+Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
+                                                 const fuse::PassphraseSource& source);
 
 }  // namespace sigilfs::cli

@@ -1,7 +1,8 @@
-// Helpers shared by the subcommands: error reporting and passphrase options.
+// Helpers shared by the subcommands: error reporting, passphrase options, unlocking a vault.
 #include <cstdio>
 
 #include "commands.h"
+#include "sigilfs/core/vault.h"
 
 namespace sigilfs::cli {
 
@@ -20,6 +21,16 @@ void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const s
   auto* ext = cmd.add_option("--" + prefix + "extpass", source.extpass,
                              "Run this command and read the " + what + " from its output");
   file->excludes(ext);
+}
+
+Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
+                                                 const fuse::PassphraseSource& source) {
+  SIGILFS_RETURN_IF_ERROR(core::Vault::LoadConfig(dir).status());
+  SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes pass,
+                           fuse::ReadPassphrase(source, "Passphrase", fuse::PromptMode::kExisting));
+  SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Vault> vault,
+                           core::Vault::Unlock(dir, pass.span()));
+  return core::Volume::Open(std::move(vault), core::VolumeOptions{});
 }
 
 }  // namespace sigilfs::cli

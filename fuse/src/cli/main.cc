@@ -13,6 +13,8 @@ int Run(int argc, char** argv) {
   sigilfs::cli::Action action;
   sigilfs::cli::RegisterVaultCommands(app, action);
   sigilfs::cli::RegisterMountCommands(app, action);
+  sigilfs::cli::RegisterVerityCommands(app, action);
+  sigilfs::cli::RegisterFsckCommand(app, action);
   sigilfs::cli::RegisterDemoCommand(app, action);
   try {
     app.parse(argc, argv);

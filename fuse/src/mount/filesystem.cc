@@ -13,27 +13,14 @@
 
 #include "log.h"
 #include "sigilfs/core/names.h"
+#include "sigilfs/core/unique_fd.h"
 
 namespace sigilfs::fuse {
 namespace {
 
 using core::DirIv;
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
+using Fd = core::UniqueFd;
 
 Status Errno(const char* what) { return Status::FromErrno(errno, what); }
 

@@ -1,0 +1,142 @@
+// `sigilfs verity enable|measure|verify`: sealing files of an unmounted vault and checking them.
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "commands.h"
+#include "sigilfs/core/verity.h"
+#include "sigilfs/crypt/encoding.h"
+
+namespace sigilfs::cli {
+namespace {
+
+struct VerityOptions {
+  std::string dir;
+  std::string path;  // plaintext path inside the vault
+  std::string salt;  // hex, `enable` only
+  fuse::PassphraseSource pass;
+};
+
+// The salt as `fsverity digest --salt` takes it: hex, at most 32 bytes.
+Result<std::vector<uint8_t>> ParseSalt(const std::string& hex) {
+  auto salt = crypt::HexDecode(hex);
+  if (!salt.ok()) return Status(Code::kInvalidArgument, "--salt is not hex: " + hex);
+  if (salt->size() > core::verity::kMaxSaltSize)
+    return Status(Code::kInvalidArgument, fmt::format("--salt is {} bytes; at most {} are allowed",
+                                                      salt->size(), core::verity::kMaxSaltSize));
+  return salt;
+}
+
+// The contents of regular file `path` of the vault, its cipher file opened with `flags`.
+Result<std::unique_ptr<core::FileContents>> OpenVaultFile(core::Volume& volume,
+                                                          const std::string& path, int flags) {
+  SIGILFS_ASSIGN_OR_RETURN(core::Volume::Located at, volume.Locate(path));
+  // Checked before opening, so a directory or a FIFO gets a clear message and is never opened
+  // (opening a FIFO could block).
+  struct stat st;
+  if (::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    const int err = errno;
+    ::close(at.dirfd);
+    return Status::FromErrno(err, path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(at.dirfd);
+    return Status(Code::kInvalidArgument, path + " is not a regular file");
+  }
+  const int fd =
+      ::openat(at.dirfd, at.stored.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+  const int err = errno;
+  ::close(at.dirfd);
+  if (fd < 0) return Status::FromErrno(err, path);
+  // The entry may have been replaced between the check and the open.
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status(Code::kInvalidArgument, path + " is not a regular file");
+  }
+  return volume.pages().Open(core::NewPosixBackingFile(fd), path);
+}
+
+Status NotSealed(const std::string& path) {
+  return Status(Code::kNotFound, path + " is not sealed (no verity digest)", ENODATA);
+}
+
+// "sha256:<hex>", as `fsverity measure` prints a digest.
+Result<std::string> DigestText(const core::FileContents& file) {
+  if (!file.sealed()) return NotSealed(file.label());
+  SIGILFS_ASSIGN_OR_RETURN(core::verity::Descriptor descriptor, file.VerityDescriptor());
+  return "sha256:" + crypt::HexEncode(core::verity::FileDigest(descriptor));
+}
+
+int RunEnable(const VerityOptions& o) {
+  // A bad salt is refused before the passphrase is asked for.
+  auto salt = ParseSalt(o.salt);
+  if (!salt.ok()) return Fail(salt.status());
+  auto volume = OpenVolume(o.dir, o.pass);
+  if (!volume.ok()) return Fail(volume.status());
+  auto file = OpenVaultFile(**volume, o.path, O_RDWR);
+  if (!file.ok()) return Fail(file.status());
+  if ((*file)->sealed()) return Fail(Status(Code::kExists, o.path + " is already sealed", EEXIST));
+  auto digest = (*file)->EnableVerity(*salt);
+  if (!digest.ok()) return Fail(digest.status());
+  fmt::print("sha256:{} {}\n", crypt::HexEncode(*digest), o.path);
+  return 0;
+}
+
+int RunMeasure(const VerityOptions& o) {
+  auto volume = OpenVolume(o.dir, o.pass);
+  if (!volume.ok()) return Fail(volume.status());
+  auto file = OpenVaultFile(**volume, o.path, O_RDONLY);
+  if (!file.ok()) return Fail(file.status());
+  auto digest = DigestText(**file);
+  if (!digest.ok()) return Fail(digest.status());
+  fmt::print("{} {}\n", *digest, o.path);
+  return 0;
+}
+
+int RunVerify(const VerityOptions& o) {
+  auto volume = OpenVolume(o.dir, o.pass);
+  if (!volume.ok()) return Fail(volume.status());
+  auto file = OpenVaultFile(**volume, o.path, O_RDONLY);
+  if (!file.ok()) return Fail(file.status());
+  auto digest = DigestText(**file);
+  if (!digest.ok()) return Fail(digest.status());
+  if (Status s = (*file)->VerifyAll(); !s.ok()) return Fail(s);
+  fmt::print("{}: OK {}\n", o.path, *digest);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterVerityCommands(CLI::App& app, Action& action) {
+  auto* verity = app.add_subcommand(
+      "verity", "Seal files with fs-verity and check them (on an unmounted vault)");
+  verity->require_subcommand(1);
+  struct Spec {
+    const char* name;
+    const char* help;
+    int (*run)(const VerityOptions&);
+  };
+  const Spec specs[] = {
+      {"enable", "Seal a file (read-only from then on, every read checked); print its digest",
+       RunEnable},
+      {"measure", "Print a sealed file's digest (as `fsverity measure` does)", RunMeasure},
+      {"verify", "Read and check every page and tree block of a sealed file", RunVerify},
+  };
+  for (const Spec& spec : specs) {
+    auto o = std::make_shared<VerityOptions>();
+    auto* cmd = verity->add_subcommand(spec.name, spec.help);
+    cmd->add_option("CIPHERDIR", o->dir, "The vault's cipher directory")->required();
+    cmd->add_option("PATH", o->path, "The file's path inside the vault, e.g. docs/report.pdf")
+        ->required();
+    if (spec.run == RunEnable)
+      cmd->add_option("--salt", o->salt, "Salt for the Merkle tree, in hex (at most 32 bytes)");
+    AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
+    cmd->callback([&action, o, run = spec.run] { action = [o, run] { return run(*o); }; });
+  }
+}
+
+}  // namespace sigilfs::cli
