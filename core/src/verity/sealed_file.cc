@@ -16,6 +16,8 @@ namespace {
 // ciphertext meanwhile), in pieces of 128 KiB that each core reads, opens and hashes alone.
 constexpr size_t kSealChunkPages = 1024;
 constexpr size_t kSealPiecePages = 32;
+// Level-0 tree blocks read together when a read needs one (each covers 512 KiB of data).
+constexpr uint64_t kTreeReadAheadBlocks = 32;
 
 Status NotSealed(const std::string& label) {
   return Status(Code::kNotFound, label + ": not a verity file", ENODATA);
@@ -162,7 +164,10 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
     }
   }
   if (lo == UINT64_MAX) return out;
-  // The missing level-0 blocks are adjacent on disk: one read for all of them.
+  // The missing level-0 blocks are adjacent on disk: one read for all of them, and for the
+  // next ones too. The tree sits far from the data, so a sequential reader fetching one block
+  // per 512 KiB of data would add a seek every 512 KiB; this way it is one per 16 MiB.
+  hi = std::max(hi, std::min(lo + kTreeReadAheadBlocks, sealed.tree.blocks_in_level(0)) - 1);
   const PageGeometry& g = layer_.geometry_;
   const size_t unit = g.unit_size();
   std::vector<uint8_t> units(static_cast<size_t>(hi - lo + 1) * unit);
@@ -171,11 +176,17 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
       backing_->ReadAt(units, g.UnitOffset(sealed.layout.tree_first_unit + start + lo)));
   Count(PageCounter::kBackingBytesRead, got);
   for (uint64_t b = lo; b <= hi; ++b) {
-    if (out[b - b0]) continue;
+    const bool needed = b <= b1;
+    if (needed && out[b - b0]) continue;
     const size_t at = static_cast<size_t>(b - lo) * unit;
     const ByteSpan piece = ByteSpan(units).first(got).subspan(std::min(at, got));
-    SIGILFS_ASSIGN_OR_RETURN(
-        out[b - b0], OpenTreeBlock(sealed, key, 0, b, piece.first(std::min(unit, piece.size()))));
+    auto block = OpenTreeBlock(sealed, key, 0, b, piece.first(std::min(unit, piece.size())));
+    if (!needed) {
+      if (!block.ok()) break;  // read ahead only: a damaged block fails the read that needs it
+      continue;
+    }
+    if (!block.ok()) return block.status();
+    out[b - b0] = std::move(block).value();
   }
   return out;
 }
