@@ -3,6 +3,7 @@
 
 #include "sigilfs/crypt/encoding.h"
 #include "sigilfs/crypt/random.h"
+#include "sigilfs/crypt/secure_bytes.h"
 #include "sigilfs/crypt/sha256.h"
 
 namespace sigilfs::core {
@@ -43,7 +44,58 @@ Result<std::string> NameCodec::Decrypt(const DirIv& iv, std::string_view cipher)
 
 namespace {
 constexpr std::string_view kTargetRole = "symlink";
+constexpr std::string_view kXattrNameRole = "xattr name";
+constexpr std::string_view kXattrValueRole = "xattr value";
+constexpr size_t kXattrNonceSize = 16;
+constexpr size_t kMaxXattrName = 255;  // XATTR_NAME_MAX
 }  // namespace
+
+Result<std::string> NameCodec::XattrStoredName(std::string_view name) const {
+  if (name.empty() || name.size() > kMaxXattrName || name.find('\0') != std::string_view::npos)
+    return Status(Code::kInvalidArgument, "invalid extended attribute name");
+  const ByteSpan ad[] = {AsBytes(kXattrNameRole)};
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, siv_->Seal(ad, AsBytes(name)));
+  return std::string(kXattrPrefix) + crypt::Base64Encode(ByteSpan(sealed).first(crypt::kSivTagSize),
+                                                         Base64Variant::kUrlSafeUnpadded);
+}
+
+Result<std::vector<uint8_t>> NameCodec::SealXattr(std::string_view stored, std::string_view name,
+                                                  ByteSpan value) const {
+  if (name.empty() || name.size() > kMaxXattrName)
+    return Status(Code::kInvalidArgument, "invalid extended attribute name");
+  std::vector<uint8_t> plain;
+  plain.reserve(1 + name.size() + value.size());
+  plain.push_back(static_cast<uint8_t>(name.size()));
+  plain.insert(plain.end(), name.begin(), name.end());
+  plain.insert(plain.end(), value.begin(), value.end());
+  std::array<uint8_t, kXattrNonceSize> nonce;
+  crypt::RandomBytes(nonce);
+  const ByteSpan ad[] = {nonce, AsBytes(kXattrValueRole), AsBytes(stored)};
+  auto sealed = siv_->Seal(ad, plain);
+  crypt::SecureWipe(plain);
+  if (!sealed.ok()) return sealed.status();
+  sealed->insert(sealed->begin(), nonce.begin(), nonce.end());
+  return sealed;
+}
+
+Result<NameCodec::Xattr> NameCodec::OpenXattr(std::string_view stored, ByteSpan sealed) const {
+  if (sealed.size() < kXattrNonceSize + crypt::kSivTagSize + 2)
+    return Status(Code::kCorrupt, "extended attribute value too short");
+  const ByteSpan ad[] = {sealed.first(kXattrNonceSize), AsBytes(kXattrValueRole), AsBytes(stored)};
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> plain,
+                           siv_->Open(ad, sealed.subspan(kXattrNonceSize)));
+  const size_t n = plain[0];
+  if (n == 0 || 1 + n > plain.size())
+    return Status(Code::kCorrupt, "extended attribute value malformed");
+  Xattr out;
+  out.name.assign(plain.begin() + 1, plain.begin() + 1 + static_cast<long>(n));
+  out.value.assign(plain.begin() + 1 + static_cast<long>(n), plain.end());
+  crypt::SecureWipe(plain);
+  // The name must be the one the stored name was made from (not another attribute's value).
+  SIGILFS_ASSIGN_OR_RETURN(std::string expect, XattrStoredName(out.name));
+  if (expect != stored) return Status(Code::kCorrupt, "extended attribute under another name");
+  return out;
+}
 
 Result<std::string> NameCodec::EncryptTarget(std::string_view target) const {
   if (target.empty() || target.find('\0') != std::string_view::npos)

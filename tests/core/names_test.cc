@@ -81,3 +81,47 @@ TEST_F(NamesTest, LongNamesAreHashedWithASideFile) {
 
 }  // namespace
 }  // namespace sigilfs::core
+
+namespace sigilfs::core {
+namespace {
+
+TEST_F(NamesTest, XattrNamesAreHashedAndValuesSealedToTheirName) {
+  auto a = codec_->XattrStoredName("user.comment");
+  auto b = codec_->XattrStoredName("user.comment");
+  auto c = codec_->XattrStoredName("user.other");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);  // deterministic: get and remove find the stored name
+  EXPECT_NE(*a, *c);
+  EXPECT_EQ(a->rfind(NameCodec::kXattrPrefix, 0), 0u);
+  EXPECT_EQ(a->find("comment"), std::string::npos);
+  const std::string long_name = "user." + std::string(250, 'x');
+  auto l = codec_->XattrStoredName(long_name);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->size(), a->size());  // any length stores in the same size
+  EXPECT_FALSE(codec_->XattrStoredName("").ok());
+  EXPECT_FALSE(codec_->XattrStoredName(long_name + "y").ok());
+
+  const std::vector<uint8_t> value = {0, 1, 2, 255};
+  auto sealed = codec_->SealXattr(*a, "user.comment", value);
+  ASSERT_TRUE(sealed.ok());
+  auto again = codec_->SealXattr(*a, "user.comment", value);
+  EXPECT_NE(*sealed, *again);  // a fresh nonce each time
+  auto opened = codec_->OpenXattr(*a, *sealed);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_EQ(opened->name, "user.comment");
+  EXPECT_EQ(opened->value, value);
+  auto empty = codec_->SealXattr(*c, "user.other", {});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(codec_->OpenXattr(*c, *empty)->value.empty());
+
+  EXPECT_FALSE(codec_->OpenXattr(*c, *sealed).ok());  // moved to another name
+  for (size_t i = 0; i < sealed->size(); ++i) {
+    auto bad = *sealed;
+    bad[i] ^= 1;
+    EXPECT_FALSE(codec_->OpenXattr(*a, bad).ok()) << "byte " << i;
+  }
+  EXPECT_FALSE(codec_->OpenXattr(*a, ByteSpan(*sealed).first(20)).ok());
+}
+
+}  // namespace
+}  // namespace sigilfs::core

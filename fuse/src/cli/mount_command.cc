@@ -31,7 +31,9 @@ int RunMount(const MountArgs& a) {
     while (std::getline(in, opt, ',')) {
       if (opt == "ro")
         d.read_only = true;
-      else if (opt == "rw" || opt.empty())
+      else if (opt == "noxattr")
+        d.xattrs = false;
+      else if (opt == "rw" || opt == "xattr" || opt.empty())
         continue;
       else
         d.fuse_options.push_back(opt);
@@ -66,8 +68,10 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
     cmd->add_option("CIPHERDIR", a->dir, "The vault's cipher directory")->required();
     cmd->add_option("MOUNTPOINT", a->mountpoint, "Where the plaintext appears")->required();
     cmd->add_flag("-f,--foreground", a->foreground, "Stay in the foreground (log to stderr)");
-    cmd->add_option("-o", a->options,
-                    "Mount options: ro, allow_other, default_permissions, and other FUSE options");
+    cmd->add_option(
+        "-o", a->options,
+        "Mount options: ro, noxattr (no extended attributes: faster small writes), allow_other, "
+        "default_permissions, and other FUSE options");
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");
     cmd->callback([&action, a] { action = [a] { return RunMount(*a); }; });
   }

@@ -52,7 +52,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   fs_options.set_owner = ::geteuid() == 0;
   Filesystem fs(std::move(volume), fs_options);
 
-  fuse_session* se = fuse_session_new(&args, &Operations(), sizeof(fuse_lowlevel_ops), &fs);
+  fuse_session* se = fuse_session_new(&args, &Operations(o.xattrs), sizeof(fuse_lowlevel_ops), &fs);
   fuse_opt_free_args(&args);
   if (se == nullptr) {
     std::fprintf(stderr, "sigilfs: bad mount options: %s\n", joined.c_str());

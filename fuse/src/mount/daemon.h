@@ -13,6 +13,7 @@ struct DaemonOptions {
   std::string mountpoint;
   bool foreground = false;
   bool read_only = false;
+  bool xattrs = true;  // `user.*` extended attributes (-o noxattr: off, for faster small writes)
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
 };
 

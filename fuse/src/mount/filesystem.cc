@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -483,6 +484,121 @@ Status Filesystem::DoRelease(Inode& inode, bool writer) {
   Status s = inode.contents->Flush();
   CloseContentsLocked(inode);
   return s;
+}
+
+namespace {
+
+constexpr std::string_view kUserNamespace = "user.";
+
+// Only `user.*` attributes are stored (encrypted); the others are not the vault's to keep.
+Status CheckXattrName(const std::string& name) {
+  if (name.compare(0, kUserNamespace.size(), kUserNamespace) != 0)
+    return Status::FromErrno(EOPNOTSUPP, "xattr namespace");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "setxattr");
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name));
+  if (S_ISLNK(inode.type)) return Status::FromErrno(EPERM, "setxattr on a symlink");
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
+                           volume_->names().SealXattr(stored, name, value));
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  if (::setxattr(ProcPath(fd.get()).c_str(), stored.c_str(), sealed.data(), sealed.size(), flags) !=
+      0)
+    return Errno("setxattr");
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::string& name) {
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name));
+  if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  const std::string path = ProcPath(fd.get());
+  std::vector<uint8_t> sealed;
+  for (;;) {  // the value may change size between the two calls
+    const ssize_t size = ::getxattr(path.c_str(), stored.c_str(), nullptr, 0);
+    if (size < 0) return Errno("getxattr");
+    sealed.resize(static_cast<size_t>(size));
+    const ssize_t got = ::getxattr(path.c_str(), stored.c_str(), sealed.data(), sealed.size());
+    if (got >= 0) {
+      sealed.resize(static_cast<size_t>(got));
+      break;
+    }
+    if (errno != ERANGE) return Errno("getxattr");
+  }
+  auto x = volume_->names().OpenXattr(stored, sealed);
+  if (!x.ok()) {
+    Log("xattr %s: %s", stored.c_str(), x.status().ToString().c_str());
+    return x.status();
+  }
+  return std::move(x->value);
+}
+
+Result<std::string> Filesystem::DoListxattr(Inode& inode) {
+  if (S_ISLNK(inode.type)) return std::string();
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  const std::string path = ProcPath(fd.get());
+  std::string names;
+  for (;;) {
+    const ssize_t size = ::listxattr(path.c_str(), nullptr, 0);
+    if (size < 0) return Errno("listxattr");
+    names.resize(static_cast<size_t>(size));
+    const ssize_t got = ::listxattr(path.c_str(), names.data(), names.size());
+    if (got >= 0) {
+      names.resize(static_cast<size_t>(got));
+      break;
+    }
+    if (errno != ERANGE) return Errno("listxattr");
+  }
+  std::string out;
+  for (size_t at = 0; at < names.size();) {
+    const std::string stored = names.c_str() + at;
+    at += stored.size() + 1;
+    if (stored.compare(0, core::NameCodec::kXattrPrefix.size(), core::NameCodec::kXattrPrefix) != 0)
+      continue;  // the backing filesystem's own (security.*, ...): not the vault's
+    std::vector<uint8_t> sealed(4096);
+    ssize_t got = ::getxattr(path.c_str(), stored.c_str(), sealed.data(), sealed.size());
+    if (got < 0 && errno == ERANGE) {
+      const ssize_t size = ::getxattr(path.c_str(), stored.c_str(), nullptr, 0);
+      if (size > 0) {
+        sealed.resize(static_cast<size_t>(size));
+        got = ::getxattr(path.c_str(), stored.c_str(), sealed.data(), sealed.size());
+      }
+    }
+    if (got < 0) continue;  // removed meanwhile
+    sealed.resize(static_cast<size_t>(got));
+    auto x = volume_->names().OpenXattr(stored, sealed);
+    if (!x.ok()) {
+      Log("xattr %s: %s (not listed)", stored.c_str(), x.status().ToString().c_str());
+      continue;
+    }
+    out += x->name;
+    out.push_back('\0');
+  }
+  return out;
+}
+
+Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "removexattr");
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name));
+  if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "removexattr");
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  if (::removexattr(ProcPath(fd.get()).c_str(), stored.c_str()) != 0) return Errno("removexattr");
+  return Status::Ok();
 }
 
 Result<core::verity::Digest> Filesystem::DoEnableVerity(Inode& inode, ByteSpan salt) {

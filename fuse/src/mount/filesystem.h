@@ -117,6 +117,13 @@ class Filesystem {
   Status DoFsync(Inode& inode, bool datasync);
   Status DoRelease(Inode& inode, bool writer);
 
+  // Extended attributes: `user.*` only (EOPNOTSUPP for other namespaces), names hashed and
+  // values sealed (NameCodec). Get/list return the value or list; the caller sizes its reply.
+  Status DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags);
+  Result<std::vector<uint8_t>> DoGetxattr(Inode& inode, const std::string& name);
+  Result<std::string> DoListxattr(Inode& inode);  // NUL-terminated names, back to back
+  Status DoRemovexattr(Inode& inode, const std::string& name);
+
   // fs-verity on an open regular file: seal it (ETXTBSY while open for writing elsewhere), its
   // descriptor (ENODATA when not sealed), and whether it is sealed.
   Result<core::verity::Digest> DoEnableVerity(Inode& inode, ByteSpan salt);

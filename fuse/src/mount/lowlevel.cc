@@ -266,6 +266,40 @@ void Ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_in
   }
 }
 
+void Setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+              int flags) {
+  ReplyStatus(req,
+              Fs(req).DoSetxattr(*InodeOf(req, ino), name,
+                                 ByteSpan(reinterpret_cast<const uint8_t*>(value), size), flags));
+}
+
+// getxattr and listxattr: size 0 asks for the size; a buffer too small is ERANGE.
+void ReplySized(fuse_req_t req, const void* data, size_t length, size_t size) {
+  if (size == 0) {
+    fuse_reply_xattr(req, length);
+  } else if (length > size) {
+    fuse_reply_err(req, ERANGE);
+  } else {
+    fuse_reply_buf(req, static_cast<const char*>(data), length);
+  }
+}
+
+void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  auto value = Fs(req).DoGetxattr(*InodeOf(req, ino), name);
+  if (!value.ok()) return ReplyError(req, value.status());
+  ReplySized(req, value->data(), value->size(), size);
+}
+
+void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  auto names = Fs(req).DoListxattr(*InodeOf(req, ino));
+  if (!names.ok()) return ReplyError(req, names.status());
+  ReplySized(req, names->data(), names->size(), size);
+}
+
+void Removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  ReplyStatus(req, Fs(req).DoRemovexattr(*InodeOf(req, ino), name));
+}
+
 Filesystem::DirHandle* HandleOf(fuse_file_info* fi) {
   return reinterpret_cast<Filesystem::DirHandle*>(fi->fh);  // NOLINT(performance-no-int-to-ptr)
 }
@@ -317,7 +351,7 @@ void Statfs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &*r);
 }
 
-fuse_lowlevel_ops MakeOperations() {
+fuse_lowlevel_ops MakeOperations(bool xattrs) {
   fuse_lowlevel_ops ops{};
   ops.init = Init;
   ops.destroy = Destroy;
@@ -347,14 +381,21 @@ fuse_lowlevel_ops MakeOperations() {
   ops.fsyncdir = Fsyncdir;
   ops.statfs = Statfs;
   ops.ioctl = Ioctl;
+  if (xattrs) {
+    ops.setxattr = Setxattr;
+    ops.getxattr = Getxattr;
+    ops.listxattr = Listxattr;
+    ops.removexattr = Removexattr;
+  }
   return ops;
 }
 
 }  // namespace
 
-const fuse_lowlevel_ops& Operations() {
-  static const fuse_lowlevel_ops kOps = MakeOperations();
-  return kOps;
+const fuse_lowlevel_ops& Operations(bool xattrs) {
+  static const fuse_lowlevel_ops kWith = MakeOperations(true);
+  static const fuse_lowlevel_ops kWithout = MakeOperations(false);
+  return xattrs ? kWith : kWithout;
 }
 
 }  // namespace sigilfs::fuse

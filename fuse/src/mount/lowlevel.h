@@ -7,6 +7,8 @@
 namespace sigilfs::fuse {
 
 // All operations, registered in one place; the session's userdata is the Filesystem.
-const fuse_lowlevel_ops& Operations();
+// Without `xattrs` the extended-attribute operations are left out: the kernel then stops asking
+// (it otherwise asks for security.capability before every write, one round trip each).
+const fuse_lowlevel_ops& Operations(bool xattrs);
 
 }  // namespace sigilfs::fuse

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sigilfs/crypt/siv.h"
 #include "sigilfs/status.h"
@@ -41,6 +42,21 @@ class NameCodec {
   // renamed elsewhere), never equal for equal targets, and never replayable as a name.
   Result<std::string> EncryptTarget(std::string_view target) const;
   Result<std::string> DecryptTarget(std::string_view cipher) const;
+
+  // Extended attributes (`user.*`). A name is stored as kXattrPrefix + base64url of a 16-byte
+  // pseudorandom function of it (the synthetic IV of the name sealed under the role
+  // "xattr name"), whatever its length; the value stored is base64-free binary
+  // nonce || SIV(AD: nonce, "xattr value", stored name; u8 length || name || value), so a
+  // listing recovers the names and a value cannot be moved to another attribute name.
+  static constexpr std::string_view kXattrPrefix = "user.sigilfs.";
+  Result<std::string> XattrStoredName(std::string_view name) const;
+  Result<std::vector<uint8_t>> SealXattr(std::string_view stored, std::string_view name,
+                                         ByteSpan value) const;
+  struct Xattr {
+    std::string name;
+    std::vector<uint8_t> value;
+  };
+  Result<Xattr> OpenXattr(std::string_view stored, ByteSpan sealed) const;
 
   // The directory entry name for a full encrypted name: itself if short enough, otherwise
   // "sigilfs.long." + base64url(SHA-256(cipher name)).
