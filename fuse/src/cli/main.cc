@@ -1,6 +1,8 @@
 // Entry point of the sigilfs command: parses the command line and runs one subcommand.
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 
@@ -16,8 +18,19 @@ int Run(int argc, char** argv) {
   sigilfs::cli::RegisterVerityCommands(app, action);
   sigilfs::cli::RegisterFsckCommand(app, action);
   sigilfs::cli::RegisterDemoCommand(app, action);
+  // mount.fuse3 (a `fuse.sigilfs` line in /etc/fstab, or mount -t fuse.sigilfs) runs
+  // "sigilfs CIPHERDIR MOUNTPOINT -o OPTIONS": without a command name, that means mount.
+  std::vector<char*> args(argv, argv + argc);
+  static char mount_word[] = "mount";
+  auto is_command = [&app](const std::string& word) {
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(word)) return true;
+    return false;
+  };
+  if (argc >= 3 && argv[1][0] != '-' && !is_command(argv[1]))
+    args.insert(args.begin() + 1, mount_word);
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0; real usage errors exit 2.
     return app.exit(e) == 0 ? 0 : 2;

@@ -2,6 +2,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <exception>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 
@@ -17,27 +20,72 @@ struct MountArgs {
   std::string dir;
   std::string mountpoint;
   bool foreground = false;
+  std::string stats_file;
+  std::string idle;                  // "90", "90s", "10m", "2h"
   std::vector<std::string> options;  // -o values, each possibly comma-separated
   fuse::PassphraseSource pass;
 };
 
-int RunMount(const MountArgs& a) {
+// A duration in seconds: a number with an optional s, m or h.
+Result<std::chrono::seconds> ParseDuration(const std::string& text) {
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    n = -1;
+  }
+  const std::string unit = text.substr(used);
+  const long long scale = unit.empty() || unit == "s" ? 1
+                          : unit == "m"               ? 60
+                          : unit == "h"               ? 3600
+                                                      : 0;
+  if (n <= 0 || scale == 0)
+    return Status(Code::kInvalidArgument, "not a duration (like 90s, 10m, 2h): " + text);
+  return std::chrono::seconds(n * scale);
+}
+
+int RunMount(MountArgs a) {
   fuse::DaemonOptions d;
-  d.mountpoint = a.mountpoint;
+  // The daemon changes to / (fuse_daemonize does, even in the foreground): the unmount at
+  // exit needs the mount point's absolute path.
+  std::error_code ec;
+  d.mountpoint = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
+  if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   d.foreground = a.foreground;
   for (const std::string& group : a.options) {
     std::stringstream in(group);
     std::string opt;
     while (std::getline(in, opt, ',')) {
+      // Options of sigilfs's own also come this way from /etc/fstab (through mount.fuse3).
+      const size_t eq = opt.find('=');
+      const std::string key = opt.substr(0, eq),
+                        value = eq == std::string::npos ? "" : opt.substr(eq + 1);
       if (opt == "ro")
         d.read_only = true;
       else if (opt == "noxattr")
         d.xattrs = false;
+      else if (key == "passfile")
+        a.pass.passfile = value;
+      else if (key == "stats_file")
+        a.stats_file = value;
+      else if (key == "idle")
+        a.idle = value;
       else if (opt == "rw" || opt == "xattr" || opt.empty())
         continue;
       else
         d.fuse_options.push_back(opt);
     }
+  }
+  if (!a.idle.empty()) {
+    auto idle = ParseDuration(a.idle);
+    if (!idle.ok()) return Fail(idle.status());
+    d.idle = *idle;
+  }
+  if (!a.stats_file.empty()) {
+    // The daemon changes to / when it detaches: keep the path absolute.
+    d.stats_file = std::filesystem::absolute(a.stats_file, ec).string();
+    if (ec) return Fail(Status::FromErrno(ec.value(), "stats file " + a.stats_file));
   }
   struct stat st;
   if (::stat(a.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -73,6 +121,13 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
         "Mount options: ro, noxattr (no extended attributes: faster small writes), allow_other, "
         "default_permissions, and other FUSE options");
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");
+    cmd->add_option("--stats-file", a->stats_file,
+                    "Write the page-layer counters here as JSON on unmount and on SIGUSR1");
+    cmd->add_option("--idle", a->idle,
+                    "Unmount after this long without use and with no file open (90s, 10m, 2h)");
+    cmd->footer(
+        "From /etc/fstab: CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=FILE[,OPTIONS] 0 0\n"
+        "(also idle=, stats_file=, noxattr, ro and FUSE options such as allow_other).");
     cmd->callback([&action, a] { action = [a] { return RunMount(*a); }; });
   }
   {

@@ -1,10 +1,18 @@
 // FUSE session lifecycle for `sigilfs mount`.
 #include "daemon.h"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <thread>
 
 #include "filesystem.h"
 #include "log.h"
@@ -22,6 +30,97 @@ void RaiseFileLimit() {
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
 }
+
+// The page-layer counters as a JSON object, written whole (temporary file, then rename) so a
+// reader never sees half of it.
+void WriteStats(const core::Volume& volume, const std::string& path) {
+  const core::PageStats stats = const_cast<core::Volume&>(volume).pages().counters().Snapshot();
+  std::string json = "{";
+  for (size_t i = 0; i < stats.size(); ++i) {
+    if (i > 0) json += ",";
+    json += "\n  \"" + std::string(core::PageCounterName(static_cast<core::PageCounter>(i))) +
+            "\": " + std::to_string(stats[i]);
+  }
+  json += "\n}\n";
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "we");
+  if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() ||
+      std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    Log("stats file %s: %s", path.c_str(), std::strerror(errno));
+  }
+}
+
+// Wakes the housekeeper: SIGUSR1 (write the stats) and shutdown.
+int g_wake_fd = -1;
+void OnUsr1(int) {
+  const uint64_t one = 1;
+  (void)!::write(g_wake_fd, &one, sizeof one);
+}
+
+// A thread beside the FUSE loop: writes the stats file on SIGUSR1, and unmounts after `idle`
+// without requests while no file is open (by raising SIGTERM, which ends the loop as Ctrl-C does).
+class Housekeeper {
+ public:
+  Housekeeper(Filesystem& fs, const DaemonOptions& o) : fs_(fs), o_(o) {
+    if (o_.stats_file.empty() && o_.idle.count() == 0) return;
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (wake_fd_ < 0) return;
+    g_wake_fd = wake_fd_;
+    if (!o_.stats_file.empty()) {
+      struct sigaction sa {};
+      sa.sa_handler = OnUsr1;
+      ::sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      ::sigaction(SIGUSR1, &sa, nullptr);
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Housekeeper() {
+    if (!thread_.joinable()) return;
+    stop_ = true;
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    thread_.join();
+    ::signal(SIGUSR1, SIG_IGN);
+    g_wake_fd = -1;
+    ::close(wake_fd_);
+  }
+  Housekeeper(const Housekeeper&) = delete;
+  Housekeeper& operator=(const Housekeeper&) = delete;
+
+ private:
+  void Run() {
+    // Signals go to the FUSE threads (a blocked read there is what SIGTERM must interrupt).
+    sigset_t all;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    const int tick_ms =
+        o_.idle.count() > 0
+            ? static_cast<int>(std::clamp<int64_t>(o_.idle.count() * 100, 100, 5000))
+            : -1;
+    while (!stop_) {
+      pollfd p{wake_fd_, POLLIN, 0};
+      const int n = ::poll(&p, 1, tick_ms);
+      if (stop_) break;
+      if (n > 0) {
+        uint64_t count = 0;
+        (void)!::read(wake_fd_, &count, sizeof count);
+        if (!o_.stats_file.empty()) WriteStats(fs_.volume(), o_.stats_file);
+      }
+      if (o_.idle.count() > 0 && fs_.open_files() == 0 && fs_.IdleFor() >= o_.idle) {
+        Log("idle for %lld s: unmounting", static_cast<long long>(o_.idle.count()));
+        ::kill(::getpid(), SIGTERM);
+        break;
+      }
+    }
+  }
+
+  Filesystem& fs_;
+  const DaemonOptions& o_;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
@@ -68,12 +167,18 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
     if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
       std::fprintf(stderr, "sigilfs: cannot daemonize\n");
     } else {
+      // Threads start after fuse_daemonize: they would not survive its fork.
+      Housekeeper housekeeper(fs, o);
       fuse_loop_config* cfg = fuse_loop_cfg_create();
       fuse_loop_cfg_set_max_threads(cfg, 16);
-      rc = fuse_session_loop_mt(se, cfg) == 0 ? 0 : 1;
+      // A loop ended by SIGINT/SIGTERM/SIGHUP (or by the idle timer) reports the signal: that
+      // is a clean unmount, not a failure.
+      const int loop = fuse_session_loop_mt(se, cfg);
+      rc = loop == 0 || loop == SIGINT || loop == SIGTERM || loop == SIGHUP ? 0 : 1;
       fuse_loop_cfg_destroy(cfg);
     }
     fs.FlushAll();  // every dirty page reaches the cipher files before the mount goes away
+    if (!o.stats_file.empty()) WriteStats(fs.volume(), o.stats_file);
     fuse_session_unmount(se);
   }
   fuse_remove_signal_handlers(se);

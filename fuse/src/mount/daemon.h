@@ -1,6 +1,7 @@
 // Running a mount: FUSE session setup, daemonizing, the request loop, clean unmount.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@ struct DaemonOptions {
   bool foreground = false;
   bool read_only = false;
   bool xattrs = true;  // `user.*` extended attributes (-o noxattr: off, for faster small writes)
+  std::string stats_file;                 // page-layer counters as JSON, on unmount and on SIGUSR1
+  std::chrono::seconds idle{0};           // unmount after this long without requests or open files
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
 };
 

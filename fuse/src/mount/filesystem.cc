@@ -327,6 +327,7 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
   inode.contents = std::move(contents).value();
   inode.stat_fd = stat_fd;
   inode.is_open = true;
+  open_files_.fetch_add(1, std::memory_order_relaxed);
   return inode.contents;
 }
 
@@ -352,6 +353,7 @@ Status Filesystem::DoOpen(Inode& inode, int flags) {
 }
 
 void Filesystem::CloseContentsLocked(Inode& inode) {
+  if (inode.contents) open_files_.fetch_sub(1, std::memory_order_relaxed);
   inode.contents.reset();
   inode.is_open = false;
   if (inode.stat_fd >= 0) ::close(inode.stat_fd);
@@ -406,6 +408,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
       inode->contents = std::move(contents).value();
       inode->stat_fd = stat_fd;
       inode->is_open = true;
+      open_files_.fetch_add(1, std::memory_order_relaxed);
     }
     ++inode->open_count;
     if ((flags & O_TRUNC) != 0 && !created) {

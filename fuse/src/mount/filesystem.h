@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -142,6 +143,17 @@ class Filesystem {
   // Writes back every open file (on unmount and on signals).
   void FlushAll();
 
+  // For idle unmount: every request marks the time; open files are counted.
+  void Touch() {
+    last_activity_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                            std::memory_order_relaxed);
+  }
+  std::chrono::steady_clock::duration IdleFor() const {
+    return std::chrono::steady_clock::now().time_since_epoch() -
+           std::chrono::steady_clock::duration(last_activity_ns_.load(std::memory_order_relaxed));
+  }
+  int open_files() const { return open_files_.load(std::memory_order_relaxed); }
+
  private:
   // A name inside a directory, resolved: the directory (O_PATH descriptor and stat), its IV,
   // and the name as stored in the cipher directory.
@@ -167,7 +179,7 @@ class Filesystem {
                                 const Inode* inode);
   Status Chown(int dirfd, const std::string& stored, const Caller& caller, const struct stat& dir);
   Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);    // REQUIRES inode.mu
-  static void CloseContentsLocked(Inode& inode);                            // REQUIRES inode.mu
+  void CloseContentsLocked(Inode& inode);                                   // REQUIRES inode.mu
   std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
   Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
 
@@ -181,6 +193,10 @@ class Filesystem {
   // Nodes displaced from table_ (their backing inode number was reused) that the kernel has
   // not forgotten yet: kept alive so their node ids never dangle. GUARDED_BY(table_mu_)
   std::map<Inode*, std::shared_ptr<Inode>> orphans_;
+
+  std::atomic<std::chrono::steady_clock::rep> last_activity_ns_{
+      std::chrono::steady_clock::now().time_since_epoch().count()};
+  std::atomic<int> open_files_{0};
 };
 
 }  // namespace sigilfs::fuse

@@ -31,7 +31,11 @@ constexpr double kTimeout = 1.0;
 // Whether a handle was opened for writing.
 bool Writer(const fuse_file_info* fi) { return (fi->flags & O_ACCMODE) != O_RDONLY; }
 
-Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+Filesystem& Fs(fuse_req_t req) {
+  auto& fs = *static_cast<Filesystem*>(fuse_req_userdata(req));
+  fs.Touch();  // for idle unmount
+  return fs;
+}
 std::shared_ptr<Inode> InodeOf(fuse_req_t req, fuse_ino_t ino) { return Fs(req).Get(ino); }
 
 Caller CallerOf(fuse_req_t req) {

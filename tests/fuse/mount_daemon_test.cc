@@ -1,0 +1,127 @@
+// The daemon's own features: the stats file (on SIGUSR1 and on unmount), idle unmount, mounts
+// through mount(8)/fstab syntax with options in -o, and relative mount points.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "test_support/mount.h"
+#include "test_support/process.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs {
+namespace {
+
+namespace fs = std::filesystem;
+
+// From the mount table, not statfs(2): asking the mount would count as using it.
+bool IsFuseMount(const std::string& path) {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string device, where, type, rest;
+  while (mounts >> device >> where >> type && std::getline(mounts, rest))
+    if (where == path && type.rfind("fuse", 0) == 0) return true;
+  return false;
+}
+
+// Waits up to `limit` for `done()`.
+template <typename F>
+bool WaitFor(F done, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+// The number after "name": in the stats JSON, or -1.
+long long Counter(const std::string& json, const std::string& name) {
+  const size_t at = json.find("\"" + name + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(json.substr(at + name.size() + 4));
+}
+
+TEST(MountDaemonTest, StatsFileOnSigusr1AndOnUnmount) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  test::TempDir out;
+  const std::string stats = (out.path() / "stats.json").string();
+  test::MountedVault vault({"--stats-file", stats});
+  {
+    std::ofstream f(vault.path("a"), std::ios::binary);
+    f << std::string(10 * 4096, 'x');
+  }
+  {
+    // One byte into the middle of an existing page: exactly one read-modify-write.
+    int fd = ::open(vault.path("a").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "y", 1, 5 * 4096 + 7), 1);
+    ::close(fd);
+  }
+  test::ProcessResult r = test::RunProcess({"/usr/bin/pkill", "-USR1", "-f", vault.cipher()});
+  ASSERT_EQ(r.exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(stats); }, std::chrono::seconds(5)));
+  const std::string first = test::ReadAll(stats);
+  EXPECT_GE(Counter(first, "pages_encrypted"), 10) << first;
+  vault.Unmount();
+  const std::string last = test::ReadAll(stats);
+  EXPECT_EQ(Counter(last, "rmw_reads"), 1) << last;
+  EXPECT_GE(Counter(last, "backing_bytes_written"), 10 * 4096) << last;
+  EXPECT_EQ(Counter(last, "verity_pages_verified"), 0) << last;
+}
+
+TEST(MountDaemonTest, IdleUnmountWaitsForOpenFiles) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  test::MountedVault vault({"--idle", "1s"});
+  int fd = ::open(vault.path("held").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "data", 4), 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_TRUE(IsFuseMount(vault.plain())) << "unmounted with a file open";
+  ::close(fd);
+  EXPECT_TRUE(WaitFor([&] { return !IsFuseMount(vault.plain()); }, std::chrono::seconds(8)))
+      << vault.log();
+  // What was written reached the cipher files.
+  vault.Remount();
+  EXPECT_EQ(test::ReadAll(vault.path("held")), "data");
+}
+
+TEST(MountDaemonTest, MountSyntaxWithOptionsInDashO) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  if (::access("/sbin/mount.fuse3", X_OK) != 0) GTEST_SKIP() << "no mount.fuse3";
+  test::MountedVault vault;  // for its vault; mounted again below the fstab way
+  vault.Unmount();
+  test::TempDir out;
+  const std::string stats = (out.path() / "s.json").string();
+  // What an /etc/fstab line `CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=F 0 0` runs, with the
+  // program named in the source (mount(8) looks `sigilfs` up in a fixed PATH otherwise).
+  test::ProcessResult r = test::RunProcess(
+      {"/bin/mount", "-t", "fuse", std::string(SIGILFS_BINARY) + "#" + vault.cipher(),
+       vault.plain(), "-o", "passfile=" + vault.passfile() + ",stats_file=" + stats});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(IsFuseMount(vault.plain()));
+  std::ofstream(vault.path("f")) << "through fstab";
+  EXPECT_EQ(test::ReadAll(vault.path("f")), "through fstab");
+  r = test::RunProcess({"/bin/umount", vault.plain()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(WaitFor([&] { return fs::exists(stats); }, std::chrono::seconds(5)));
+  // A relative mount point works too (the daemon changes to / and must still unmount).
+  test::ProcessResult m = test::RunProcess(
+      {"/bin/sh", "-c",
+       "cd '" + fs::path(vault.plain()).parent_path().string() + "' && '" + SIGILFS_BINARY +
+           "' mount '" + vault.cipher() + "' plain --passfile '" + vault.passfile() + "'"});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_EQ(test::ReadAll(vault.path("f")), "through fstab");
+  ASSERT_EQ(::kill(std::stoi(test::RunProcess({"/usr/bin/pgrep", "-f", "-n", vault.cipher()}).out),
+                   SIGTERM),
+            0);
+  EXPECT_TRUE(WaitFor([&] { return !IsFuseMount(vault.plain()); }, std::chrono::seconds(8)));
+}
+
+}  // namespace
+}  // namespace sigilfs
