@@ -4,6 +4,7 @@
 #   test.sh --sanitize=address|thread   the suite under ASan+UBSan or TSan (build-asan/, build-tsan/)
 #   test.sh --werror        treat compiler warnings as errors (CI does)
 #   test.sh --long          also the long stress runs (CTest label 'long'; SIGILFS_LONG=1)
+#   test.sh --only=REGEX    only the tests whose names match (ctest -R)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
@@ -15,6 +16,7 @@ for arg in "$@"; do
     --sanitize=thread) build=$top/build-tsan; cmake_opts+=(-DSIGILFS_TSAN=ON) ;;
     --werror) cmake_opts+=(-DSIGILFS_WERROR=ON) ;;
     --long) ctest_opts=(); export SIGILFS_LONG=1 ;;
+    --only=*) ctest_opts+=(-R "${arg#--only=}") ;;
     *) echo "test.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
