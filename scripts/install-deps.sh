@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libssl-dev libsodium-dev libfuse3-dev fuse3 libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  libfsverity-dev fsverity attr acl rsync
+  libfsverity-dev fsverity attr acl rsync e2fsprogs procps
   clang clang-format clang-tidy
 )
 
