@@ -100,7 +100,7 @@ class MemoryBackingFile final : public BackingFile {
     const auto& b = data_->bytes;
     if (offset >= b.size()) return size_t{0};
     const size_t n = std::min<uint64_t>(buf.size(), b.size() - offset);
-    std::memcpy(buf.data(), b.data() + offset, n);
+    if (n > 0) std::memcpy(buf.data(), b.data() + offset, n);
     return n;
   }
 

@@ -21,7 +21,7 @@ Result<size_t> IovecSource::Read(MutableByteSpan dst) {
   while (done < dst.size() && seg_ < iov_.size()) {
     const iovec& v = iov_[seg_];
     const size_t n = std::min(dst.size() - done, v.iov_len - off_);
-    std::memcpy(dst.data() + done, static_cast<const uint8_t*>(v.iov_base) + off_, n);
+    if (n > 0) std::memcpy(dst.data() + done, static_cast<const uint8_t*>(v.iov_base) + off_, n);
     done += n;
     off_ += n;
     if (off_ == v.iov_len) {
@@ -62,7 +62,7 @@ Result<size_t> FdSource::Read(MutableByteSpan dst) {
   size_t done = 0;
   if (!pushed_back_.empty()) {
     done = std::min(dst.size(), pushed_back_.size());
-    std::memcpy(dst.data(), pushed_back_.data(), done);
+    if (done > 0) std::memcpy(dst.data(), pushed_back_.data(), done);
     pushed_back_.erase(pushed_back_.begin(), pushed_back_.begin() + static_cast<long>(done));
   }
   while (done < dst.size()) {

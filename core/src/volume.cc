@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -187,6 +188,22 @@ Status Volume::ListDirectory(
   }
   ::closedir(dir);
   return result;
+}
+
+Status Volume::ListSorted(
+    int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
+    const std::function<void(const std::string& stored, const Status&)>& damaged) const {
+  out.clear();
+  Status s = ListDirectory(
+      dirfd, iv, 0,
+      [&](const DirEntry& e) {
+        if (e.name != "." && e.name != "..") out.push_back(e);
+        return true;
+      },
+      damaged);
+  std::sort(out.begin(), out.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return s;
 }
 
 Result<std::string> Volume::EncryptSymlinkTarget(std::string_view target) const {

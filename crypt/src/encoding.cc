@@ -52,6 +52,7 @@ std::string HexEncode(ByteSpan data) {
 Result<std::vector<uint8_t>> HexDecode(std::string_view text) {
   internal::EnsureSodium();
   if (text.size() % 2 != 0) return Status(Code::kCorrupt, "odd-length hex");
+  if (text.empty()) return std::vector<uint8_t>{};  // sodium_hex2bin must not get a null buffer
   std::vector<uint8_t> out(text.size() / 2);
   size_t len = 0;
   const char* end = nullptr;

@@ -80,7 +80,8 @@ Descriptor EncodeDescriptor(uint64_t data_size, const Digest& root, ByteSpan sal
   // [4, 8): signature size, 0
   StoreLe64(d.data() + 8, data_size);
   std::memcpy(d.data() + 16, root.data(), kDigestSize);  // root_hash[64], zero past the digest
-  std::memcpy(d.data() + 80, salt.data(), std::min(salt.size(), kMaxSaltSize));  // salt[32]
+  if (!salt.empty())  // an empty span's data() may be null, which memcpy must not get
+    std::memcpy(d.data() + 80, salt.data(), std::min(salt.size(), kMaxSaltSize));  // salt[32]
   return d;  // reserved[144] stays zero
 }
 

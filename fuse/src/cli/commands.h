@@ -15,11 +15,12 @@ namespace sigilfs::cli {
 // The action chosen by parsing; returns the process exit code.
 using Action = std::function<int()>;
 
-void RegisterVaultCommands(CLI::App& app, Action& action);   // init, passwd, info
-void RegisterDemoCommand(CLI::App& app, Action& action);     // demo
-void RegisterMountCommands(CLI::App& app, Action& action);   // mount, unmount
-void RegisterVerityCommands(CLI::App& app, Action& action);  // verity enable, measure, verify
-void RegisterFsckCommand(CLI::App& app, Action& action);     // fsck
+void RegisterVaultCommands(CLI::App& app, Action& action);     // init, passwd, info
+void RegisterDemoCommand(CLI::App& app, Action& action);       // demo
+void RegisterMountCommands(CLI::App& app, Action& action);     // mount, unmount
+void RegisterVerityCommands(CLI::App& app, Action& action);    // verity enable, measure, verify
+void RegisterFsckCommand(CLI::App& app, Action& action);       // fsck
+void RegisterTransferCommands(CLI::App& app, Action& action);  // export, import
 
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);

@@ -80,18 +80,11 @@ class Checker {
       return;
     }
     std::vector<core::DirEntry> entries;
-    Status listed = volume_.ListDirectory(
-        dir.get(), *iv, 0,
-        [&](const core::DirEntry& e) {
-          if (e.name != "." && e.name != "..") entries.push_back(e);
-          return true;
-        },
-        [&](const std::string& stored, const Status& s) {
-          Problem(Join(path, stored) + " (stored name)", s);
-        });
+    Status listed = volume_.ListSorted(dir.get(), *iv, entries,
+                                       [&](const std::string& stored, const Status& s) {
+                                         Problem(Join(path, stored) + " (stored name)", s);
+                                       });
     if (!listed.ok()) Problem(path, listed);
-    std::sort(entries.begin(), entries.end(),
-              [](const core::DirEntry& a, const core::DirEntry& b) { return a.name < b.name; });
     for (const core::DirEntry& e : entries) CheckEntry(path, dir, e);
   }
 

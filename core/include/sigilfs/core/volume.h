@@ -63,6 +63,13 @@ class Volume {
       int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
       const std::function<void(const std::string& stored, const Status&)>& damaged) const;
 
+  // The whole listing of `dirfd` without "." and "..", sorted by plaintext name, into `out`
+  // (for offline tools that walk a tree); damaged entries go to `damaged`. The status is the
+  // listing's own (entries read before a failure are kept).
+  Status ListSorted(
+      int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
+      const std::function<void(const std::string& stored, const Status&)>& damaged) const;
+
   // Symlink targets (NameCodec::EncryptTarget), stored as the cipher link's own target: at most
   // kMaxSymlinkTarget plaintext bytes, so the stored form fits the backing PATH_MAX.
   static constexpr size_t kMaxSymlinkTarget = 3000;
