@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "commands.h"
@@ -115,7 +116,7 @@ bool SealAndMeasure(const fs::path& file, const fs::path& orig) {
     const int err = errno;
     ::close(fd);
     fmt::print("this kernel does not pass fs-verity requests to FUSE (Linux 6.10 does): {}\n",
-               std::strerror(err));
+               std::generic_category().message(err));
     fmt::print("offline instead: sigilfs verity enable VAULT PATH\n");
     return err == ENOTTY || err == EINVAL || err == ENOSYS;
   }
@@ -137,7 +138,7 @@ bool SealAndMeasure(const fs::path& file, const fs::path& orig) {
                reference == digest ? "the same" : "DIFFERENT");
   const int w = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
   fmt::print("opening it for writing now fails: {}\n",
-             w < 0 ? std::strerror(errno) : "UNEXPECTEDLY ALLOWED");
+             w < 0 ? std::generic_category().message(errno) : std::string("UNEXPECTEDLY ALLOWED"));
   if (w >= 0) ::close(w);
   return w < 0 && (reference.empty() || reference == digest);
 }

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "filesystem.h"
@@ -46,7 +47,7 @@ void WriteStats(const core::Volume& volume, const std::string& path) {
   FILE* f = std::fopen(tmp.c_str(), "we");
   if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() ||
       std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    Log("stats file %s: %s", path.c_str(), std::strerror(errno));
+    Log("stats file %s: %s", path.c_str(), std::generic_category().message(errno).c_str());
   }
 }
 

@@ -1,0 +1,343 @@
+# The filesystems benchmarks/compare measures: how each is created, mounted and unmounted.
+import contextlib
+import os
+import re
+import subprocess
+import time
+
+from common import (StepError, dpkg_version, log, quote, remove_tree, run, signals_deferred,
+                    which)
+
+# No spaces: gocryptfs splits its -extpass string on spaces before running it.
+PASSPHRASE = "compare-benchmark-passphrase"
+
+# cryfs runs scrypt with fixed, costly parameters on every mount (about 15 s on 2 cores).
+MOUNT_TIMEOUT = 300
+# After the kernel lets go of a mount, a daemon may still be writing its caches out; the next
+# measurement must not compete with that.
+EXIT_TIMEOUT = 300
+
+# Every mount the harness has made and not yet unmounted, for the cleanup at exit.
+active = set()
+
+
+def _unescape(field):
+    # /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_points():
+    # Read from mountinfo rather than stat()ing the path: a half-started or hung FUSE daemon would
+    # make stat() block.
+    with open("/proc/self/mountinfo") as f:
+        return {_unescape(line.split()[4]) for line in f}
+
+
+def is_mounted(path):
+    # Resolve only the parent: resolving the mount point itself would ask the daemon.
+    path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    return path in mount_points()
+
+
+class System:
+    """One filesystem under test. Subclasses say how to create a vault and run the daemon."""
+
+    name = ""
+    config = ""        # what the system is configured with, in a few words, for the report
+    packages = ()      # Debian packages whose versions the report shows
+    commands = ()      # programs that must be on PATH
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.daemon = None
+        self.mnt = None
+        self.ready = False    # the mount has appeared
+
+    def missing(self):
+        """Why this system cannot be measured here, or None."""
+        absent = [c for c in self.commands if not which(c)]
+        if absent:
+            return f"{', '.join(absent)} not installed (scripts/install-bench-deps.sh installs it)"
+        return None
+
+    def prepare(self):
+        """One-time setup before any measurement (e.g. building a binary)."""
+
+    def version(self):
+        versions = [f"{p} {dpkg_version(p)}" for p in self.packages if dpkg_version(p)]
+        return ", ".join(versions) or "unknown"
+
+    def create(self, cipher):
+        """Makes a fresh vault in the empty directory cipher."""
+
+    def daemon_command(self, cipher, mnt):
+        """(argv, text for its stdin or None, extra environment) of the foreground daemon."""
+        raise NotImplementedError
+
+    def unmount_command(self, mnt):
+        return ["fusermount3", "-u", mnt]
+
+    def mount(self, base):
+        """Creates a fresh vault under base and mounts it; returns the plaintext directory.
+
+        Daemons run in the foreground as our children so that unmount() can wait for them to
+        finish writing and exit, and they get their own session so that a Ctrl-C aimed at the
+        harness reaches them only through an orderly unmount.
+        """
+        cipher, mnt = os.path.join(base, "cipher"), os.path.join(base, "mnt")
+        os.makedirs(cipher)
+        os.makedirs(mnt)
+        self.create(cipher)
+        argv, stdin_text, env = self.daemon_command(cipher, mnt)
+        log_path = os.path.join(base, "daemon.log")
+        with open(log_path, "w") as log_file:
+            self.daemon = subprocess.Popen(
+                argv, stdin=subprocess.PIPE if stdin_text else subprocess.DEVNULL,
+                stdout=log_file, stderr=subprocess.STDOUT, text=True,
+                env={**os.environ, **(env or {})}, start_new_session=True)
+        self.mnt = mnt
+        self.ready = False
+        active.add(self)
+        if stdin_text:
+            try:
+                self.daemon.stdin.write(stdin_text)
+                self.daemon.stdin.close()
+            except BrokenPipeError:
+                pass  # it exited already; the loop below reports how
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not is_mounted(mnt):
+            if self.daemon.poll() is not None:
+                raise StepError(f"{self.name} exited {self.daemon.returncode} before mounting: "
+                                f"{_log_tail(log_path)}")
+            if time.monotonic() > deadline:
+                raise StepError(f"{self.name} did not mount within {MOUNT_TIMEOUT} s: "
+                                f"{_log_tail(log_path)}")
+            time.sleep(0.05)
+        self.ready = True
+        return mnt
+
+    def unmount(self):
+        """Unmounts (if mounted) and waits for the daemon to exit; safe to call more than once."""
+        if self.mnt is None:
+            return
+        try:
+            if not self.ready and self.daemon is not None:
+                # Stopped while the daemon was still starting (cryfs derives its key for a
+                # while): it has nothing to write out, so it need not be waited for.
+                self._stop_daemon()
+            if is_mounted(self.mnt):
+                self._unmount_politely()
+        finally:
+            self._reap_daemon()
+            active.discard(self)
+            self.mnt = None
+            self.ready = False
+
+    def _unmount_politely(self):
+        # A process that has just closed a file on the mount can keep it busy for a moment.
+        error = None
+        for _ in range(20):
+            try:
+                run(self.unmount_command(self.mnt), timeout=EXIT_TIMEOUT)
+                return
+            except StepError as e:
+                error = e
+                if not is_mounted(self.mnt):
+                    return
+                time.sleep(0.5)
+        log(f"{self.name}: {error}; detaching the mount lazily")
+        subprocess.run(["umount", "-l", self.mnt], check=False)
+
+    def _reap_daemon(self):
+        if self.daemon is None:
+            return
+        try:
+            self.daemon.wait(timeout=EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            log(f"{self.name}: daemon (pid {self.daemon.pid}) still running after unmount; "
+                "stopping it")
+            self._stop_daemon()
+        self.daemon = None
+
+    def _stop_daemon(self):
+        """Ends our own daemon process (by its pid), politely first."""
+        if self.daemon.poll() is not None:
+            return
+        self.daemon.terminate()
+        try:
+            self.daemon.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.daemon.kill()
+            self.daemon.wait()
+
+
+def _log_tail(path, lines=6):
+    try:
+        with open(path) as f:
+            text = [line.strip() for line in f if line.strip()]
+        return " | ".join(text[-lines:]) or "(no output)"
+    except OSError:
+        return "(no log)"
+
+
+class Raw(System):
+    name = "raw"
+    config = "the backing directory itself, no FUSE: the ceiling"
+
+    def version(self):
+        return f"{self.ctx.backing_fs}, kernel {os.uname().release}"
+
+    def mount(self, base):
+        data = os.path.join(base, "data")
+        os.makedirs(data)
+        return data
+
+    def unmount(self):
+        pass
+
+
+class Passthrough(System):
+    name = "passthrough"
+    config = "libfuse's passthrough_ll example, default options: FUSE without encryption"
+    packages = ("libfuse3-dev",)
+    commands = ("gcc", "pkg-config")
+    source = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c"
+
+    def missing(self):
+        if not os.path.exists(self.source):
+            return f"{self.source} not found (package libfuse3-dev)"
+        return super().missing()
+
+    def prepare(self):
+        # Built fresh for each run from the installed libfuse's own example, so it matches the
+        # library the other FUSE systems use.
+        self.binary = os.path.join(self.ctx.scratch, "passthrough_ll")
+        run(f"gcc -O2 -o {quote(self.binary)} -I{quote(os.path.dirname(self.source))} "
+            f"{quote(self.source)} $(pkg-config --cflags --libs fuse3)", shell=True)
+
+    def daemon_command(self, cipher, mnt):
+        return [self.binary, "-f", "-o", f"source={cipher}", mnt], None, None
+
+
+class Sigilfs(System):
+    name = "sigilfs"
+    config = "vault defaults (AES-256-GCM), test KDF"
+
+    def missing(self):
+        if not os.access(self.ctx.sigilfs, os.X_OK):
+            return f"{self.ctx.sigilfs} not found (build it, or set SIGILFS)"
+        return None
+
+    def version(self):
+        try:
+            v = run([self.ctx.sigilfs, "--version"]).strip()
+        except StepError:
+            v = "sigilfs"
+        try:
+            rev = run(["git", "-C", self.ctx.repo, "describe", "--always", "--dirty"]).strip()
+            v += f" (git {rev})"
+        except StepError:
+            pass
+        return v
+
+    def create(self, cipher):
+        run([self.ctx.sigilfs, "init", cipher, "--kdf", "test", "--passfile", self.ctx.passfile])
+
+    def daemon_command(self, cipher, mnt):
+        return ([self.ctx.sigilfs, "mount", cipher, mnt, "-f", "--passfile", self.ctx.passfile],
+                None, None)
+
+    def unmount_command(self, mnt):
+        return [self.ctx.sigilfs, "unmount", mnt]
+
+
+class Gocryptfs(System):
+    name = "gocryptfs"
+    config = "AES-256-GCM (default), scrypt N=2^10"
+    packages = ("gocryptfs",)
+    commands = ("gocryptfs",)
+
+    def create(self, cipher):
+        run(["gocryptfs", "-q", "-init", "-extpass", f"echo {PASSPHRASE}", "-scryptn", "10",
+             cipher])
+
+    def daemon_command(self, cipher, mnt):
+        return (["gocryptfs", "-fg", "-q", "-nosyslog", "-extpass", f"echo {PASSPHRASE}",
+                 cipher, mnt], None, None)
+
+
+class Securefs(System):
+    name = "securefs"
+    config = "lite format (4), AES-256-GCM, PBKDF2 with 1000 rounds"
+    packages = ("securefs",)
+    commands = ("securefs",)
+
+    def create(self, cipher):
+        # A cheap key derivation (the default Argon2id takes seconds on every mount); it only
+        # wraps the master key, so the data path is the same.
+        run(["securefs", "create", "--format", "4", "--pbkdf", "pkcs5-pbkdf2-hmac-sha256",
+             "--rounds", "1000", "--pass", PASSPHRASE, cipher])
+
+    def daemon_command(self, cipher, mnt):
+        # Foreground unless -b is given.
+        return ["securefs", "mount", "--pass", PASSPHRASE, cipher, mnt], None, None
+
+
+class Encfs(System):
+    name = "encfs"
+    config = "--standard (AES-192 CBC, 1 KiB blocks, no block MAC)"
+    packages = ("encfs",)
+    commands = ("encfs",)
+
+    def daemon_command(self, cipher, mnt):
+        # The first mount of an empty directory creates the volume; --standard answers the setup
+        # questions. encfs wants absolute paths.
+        return (["encfs", "-f", "--standard", f"--extpass=echo {PASSPHRASE}",
+                 os.path.abspath(cipher), os.path.abspath(mnt)], None, None)
+
+
+class Cryfs(System):
+    name = "cryfs"
+    config = "AES-256-GCM, 16 KiB blocks (default)"
+    packages = ("cryfs",)
+    commands = ("cryfs",)
+
+    def daemon_command(self, cipher, mnt):
+        # The first mount creates the vault. cryfs remembers, under XDG_DATA_HOME, which vault
+        # it saw in which directory (and refuses a different one there later) and the block
+        # versions for its rollback checks: give every fresh vault fresh state beside it, not in
+        # the user's home.
+        env = {
+            "CRYFS_FRONTEND": "noninteractive",
+            "CRYFS_NO_UPDATE_CHECK": "true",
+            "XDG_DATA_HOME": os.path.join(os.path.dirname(cipher), "cryfs-state"),
+        }
+        return (["cryfs", "-f", "--cipher", "aes-256-gcm", cipher, mnt], PASSPHRASE + "\n", env)
+
+
+ALL = [Raw, Passthrough, Sigilfs, Gocryptfs, Securefs, Encfs, Cryfs]
+NAMES = [cls.name for cls in ALL]
+
+
+@contextlib.contextmanager
+def mounted(system, base):
+    """A fresh vault of system mounted under base; unmounted and deleted however the block ends."""
+    remove_tree(base)
+    os.makedirs(base)
+    try:
+        yield system.mount(base)
+    finally:
+        with signals_deferred():
+            try:
+                system.unmount()
+            finally:
+                remove_tree(base)
+
+
+def unmount_all():
+    """Last-resort cleanup (at exit, after a signal): nothing the harness mounted stays mounted."""
+    for system in list(active):
+        try:
+            system.unmount()
+        except Exception as e:  # noqa: BLE001 - cleanup must go on to the next mount
+            log(f"{system.name}: unmount failed: {e}")
