@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "log.h"
 #include "sigilfs/core/names.h"
@@ -607,12 +609,20 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
 Result<core::verity::Digest> Filesystem::DoEnableVerity(Inode& inode, ByteSpan salt) {
   if (options_.read_only) return Status::FromErrno(EROFS, "enable verity");
   std::shared_ptr<core::FileContents> c;
-  {
-    std::lock_guard lock(inode.mu);
-    if (!S_ISREG(inode.type)) return Status::FromErrno(EINVAL, "enable verity: not a file");
-    // As fs-verity: a file open for writing (by anyone) cannot be sealed.
-    if (inode.writers > 0) return Status::FromErrno(ETXTBSY, "enable verity");
-    c = inode.contents;
+  // As fs-verity: a file open for writing (by anyone) cannot be sealed. The kernel sends the
+  // release of a closed descriptor after close() has returned, so a writer that has just
+  // closed may still be counted: give such releases a moment to arrive.
+  for (int waited_ms = 0;; waited_ms += 10) {
+    {
+      std::lock_guard lock(inode.mu);
+      if (!S_ISREG(inode.type)) return Status::FromErrno(EINVAL, "enable verity: not a file");
+      if (inode.writers == 0) {
+        c = inode.contents;
+        break;
+      }
+    }
+    if (waited_ms >= 1000) return Status::FromErrno(ETXTBSY, "enable verity");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (!c) return Status::FromErrno(EBADF, "enable verity");
   auto digest = c->EnableVerity(salt);
