@@ -17,6 +17,7 @@
 
 #include "sigilfs/crypt/aead.h"
 #include "sigilfs/crypt/bytes.h"
+#include "sigilfs/crypt/encoding.h"
 #include "sigilfs/crypt/kdf.h"
 #include "sigilfs/crypt/random.h"
 #include "sigilfs/crypt/secure_bytes.h"
@@ -30,16 +31,8 @@ namespace {
 
 using test::FromHex;
 
-std::string ToHex(ByteSpan bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (uint8_t b : bytes) {
-    out.push_back(kDigits[b >> 4]);
-    out.push_back(kDigits[b & 0xf]);
-  }
-  return out;
-}
+// Lower-case hex, as the vectors are written.
+std::string ToHex(ByteSpan bytes) { return HexEncode(bytes); }
 
 // Expected values are written in the source's grouping; comparisons are on plain lowercase hex.
 std::string NormHex(std::string_view hex) { return ToHex(FromHex(hex)); }

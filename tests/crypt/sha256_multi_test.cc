@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sigilfs/crypt/bytes.h"
+#include "sigilfs/crypt/encoding.h"
 #include "sigilfs/crypt/sha256.h"
 #include "sigilfs/status.h"
 #include "test_support/hex.h"
@@ -21,16 +22,8 @@ namespace {
 
 using Impl = Sha256Midstate::Impl;
 
-std::string ToHex(ByteSpan bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (uint8_t b : bytes) {
-    out.push_back(kDigits[b >> 4]);
-    out.push_back(kDigits[b & 0xf]);
-  }
-  return out;
-}
+// Lower-case hex, as the vectors are written.
+std::string ToHex(ByteSpan bytes) { return HexEncode(bytes); }
 
 std::vector<uint8_t> Concat(ByteSpan a, ByteSpan b) {
   std::vector<uint8_t> out(a.begin(), a.end());

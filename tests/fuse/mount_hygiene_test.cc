@@ -25,6 +25,7 @@ namespace {
 
 using test::ErrnoName;
 using test::FailsWith;
+using test::ListDir;
 using test::Ok;
 
 namespace fs = std::filesystem;
@@ -81,23 +82,6 @@ AssertionResult HasContent(const std::string& path, std::string_view expected) {
   if (actual == expected) return AssertionSuccess();
   return AssertionFailure() << path << " holds " << actual.size() << " bytes, expected "
                             << expected.size() << " (or the bytes differ)";
-}
-
-// All names readdir returns for `path`, with "." and "..".
-AssertionResult ListDir(const std::string& path, std::vector<std::string>* names) {
-  names->clear();
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return AssertionFailure() << "opendir(" << path << "): " << ErrnoName(errno);
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(dir);
-    if (e == nullptr) break;
-    names->push_back(e->d_name);
-  }
-  const int e = errno;
-  ::closedir(dir);
-  if (e != 0) return AssertionFailure() << "readdir(" << path << "): " << ErrnoName(e);
-  return AssertionSuccess();
 }
 
 // pread of page `index` of `fd` returns exactly that page of `data`.

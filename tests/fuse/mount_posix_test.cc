@@ -27,6 +27,7 @@ namespace {
 
 using test::ErrnoName;
 using test::FailsWith;
+using test::ListDir;
 using test::Ok;
 
 using ::testing::AssertionFailure;
@@ -169,23 +170,6 @@ AssertionResult HasLinkCount(const std::string& path, nlink_t n) {
     return AssertionFailure() << "stat(" << path << "): " << ErrnoName(errno);
   }
   if (st.st_nlink != n) return AssertionFailure() << "st_nlink " << st.st_nlink << ", not " << n;
-  return AssertionSuccess();
-}
-
-// All names readdir returns for `path` (with "." and ".."), in readdir order.
-AssertionResult ListDir(const std::string& path, std::vector<std::string>* names) {
-  names->clear();
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return AssertionFailure() << "opendir(" << path << "): " << ErrnoName(errno);
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(dir);
-    if (e == nullptr) break;
-    names->push_back(e->d_name);
-  }
-  const int e = errno;
-  ::closedir(dir);
-  if (e != 0) return AssertionFailure() << "readdir(" << path << "): " << ErrnoName(e);
   return AssertionSuccess();
 }
 

@@ -1,11 +1,13 @@
 // Test helper: assertions on system calls that return -1 and set errno, naming the errno.
 #pragma once
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace sigilfs::test {
 
@@ -31,6 +33,25 @@ inline ::testing::AssertionResult FailsWith(long result, int expected) {
            << "succeeded (returned " << result << "), expected " << ErrnoName(expected);
   return ::testing::AssertionFailure()
          << "failed with " << ErrnoName(e) << ", expected " << ErrnoName(expected);
+}
+
+// All names readdir returns for `path` (with "." and ".."), in readdir order.
+inline ::testing::AssertionResult ListDir(const std::string& path,
+                                          std::vector<std::string>* names) {
+  names->clear();
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr)
+    return ::testing::AssertionFailure() << "opendir(" << path << "): " << ErrnoName(errno);
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(dir);  // NOLINT(concurrency-mt-unsafe): a private stream
+    if (e == nullptr) break;
+    names->push_back(e->d_name);
+  }
+  const int e = errno;
+  ::closedir(dir);
+  if (e != 0) return ::testing::AssertionFailure() << "readdir(" << path << "): " << ErrnoName(e);
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace sigilfs::test
