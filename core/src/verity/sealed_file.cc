@@ -175,9 +175,14 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
       size_t got,
       backing_->ReadAt(units, g.UnitOffset(sealed.layout.tree_first_unit + start + lo)));
   Count(PageCounter::kBackingBytesRead, got);
+  // Read-ahead blocks already verified and kept are not opened again.
+  auto cached = [&sealed](uint64_t stored) {
+    std::lock_guard lock(sealed.mu);
+    return sealed.verified.count(stored) != 0;
+  };
   for (uint64_t b = lo; b <= hi; ++b) {
     const bool needed = b <= b1;
-    if (needed && out[b - b0]) continue;
+    if (needed ? out[b - b0] != nullptr : cached(start + b)) continue;
     const size_t at = static_cast<size_t>(b - lo) * unit;
     const ByteSpan piece = ByteSpan(units).first(got).subspan(std::min(at, got));
     auto block = OpenTreeBlock(sealed, key, 0, b, piece.first(std::min(unit, piece.size())));
@@ -335,8 +340,7 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
   if (!digest.ok()) {
     // Leave the file as it was: unsealed, its data intact, nothing past it.
     if (key)
-      (void)backing_->Truncate(had_header || data_size > 0 ? layer_.geometry_.CipherSize(data_size)
-                                                           : 0);
+      (void)backing_->Truncate(layer_.geometry_.CipherSize(data_size));  // 0 for an empty file
     std::unique_lock lock(mu_);
     frozen_ = false;
     return digest.status().WithContext("sealing");
