@@ -7,21 +7,81 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "sodium_init.h"
 
 namespace sigilfs::crypt {
+namespace {
+
+// Fixed-size slots carved out of sodium_malloc arenas. Arenas are never returned: the pool only
+// grows to the largest number of small keys alive at once (a few per open file), and keeping
+// the arenas makes every later allocation a pop from the free list.
+class SlotPool {
+ public:
+  static SlotPool& Get() {
+    // Leaked on purpose: SecureBytes in other static objects may be destroyed after it.
+    static SlotPool* const kPool = new SlotPool;
+    return *kPool;
+  }
+
+  uint8_t* Take() {
+    std::lock_guard lock(mu_);
+    if (free_.empty()) Grow();
+    uint8_t* slot = free_.back();
+    free_.pop_back();
+    return slot;
+  }
+
+  // The caller's bytes are wiped before the slot can be handed out again.
+  void Give(uint8_t* slot) {
+    sodium_memzero(slot, kSecureSlotSize);
+    std::lock_guard lock(mu_);
+    free_.push_back(slot);
+  }
+
+ private:
+  static constexpr size_t kSlotsPerArena = 1024;  // 64 KiB: one mlock'ed region
+
+  void Grow() {
+    // sodium_malloc mlocks the pages and marks them MADV_DONTDUMP; when mlock fails (a low
+    // RLIMIT_MEMLOCK) it still returns guarded memory, which is better than failing.
+    auto* arena = static_cast<uint8_t*>(sodium_malloc(kSlotsPerArena * kSecureSlotSize));
+    if (arena == nullptr) throw std::bad_alloc();
+    free_.reserve(free_.size() + kSlotsPerArena);
+    for (size_t i = kSlotsPerArena; i-- > 0;) free_.push_back(arena + i * kSecureSlotSize);
+  }
+
+  std::mutex mu_;
+  std::vector<uint8_t*> free_;
+};
+
+}  // namespace
 
 SecureBytes::SecureBytes(size_t size) : size_(size), capacity_(size) {
   if (size == 0) return;
   internal::EnsureSodium();
-  // sodium_malloc mlocks the pages and marks them MADV_DONTDUMP; when mlock fails (a low
-  // RLIMIT_MEMLOCK) it still returns guarded memory, which is the better outcome than failing.
-  data_ = static_cast<uint8_t*>(sodium_malloc(size));
-  if (data_ == nullptr) throw std::bad_alloc();
+  if (size <= kSecureSlotSize) {
+    data_ = SlotPool::Get().Take();
+  } else {
+    // A region of its own, with guard pages: see Grow for what happens when mlock fails.
+    data_ = static_cast<uint8_t*>(sodium_malloc(size));
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
   std::memset(data_, 0, size);
+}
+
+void SecureBytes::Release() {
+  if (data_ == nullptr) return;
+  if (capacity_ <= kSecureSlotSize) {
+    SlotPool::Get().Give(data_);
+  } else {
+    sodium_free(data_);  // wipes before unmapping
+  }
+  data_ = nullptr;
 }
 
 SecureBytes SecureBytes::CopyOf(ByteSpan data) {
@@ -33,9 +93,7 @@ SecureBytes SecureBytes::CopyOf(ByteSpan data) {
   return out;
 }
 
-SecureBytes::~SecureBytes() {
-  if (data_ != nullptr) sodium_free(data_);  // wipes before unmapping
-}
+SecureBytes::~SecureBytes() { Release(); }
 
 SecureBytes::SecureBytes(SecureBytes&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
@@ -44,7 +102,7 @@ SecureBytes::SecureBytes(SecureBytes&& other) noexcept
 
 SecureBytes& SecureBytes::operator=(SecureBytes&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) sodium_free(data_);
+    Release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     capacity_ = std::exchange(other.capacity_, 0);
