@@ -1,8 +1,10 @@
 // The daemon's own features: the stats file (on SIGUSR1 and on unmount), idle unmount, mounts
-// through mount(8)/fstab syntax with options in -o, and relative mount points.
+// through mount(8)/fstab syntax with options in -o, relative mount points, and remounting
+// read-only and back.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -123,6 +125,54 @@ TEST(MountDaemonTest, MountSyntaxWithOptionsInDashO) {
                    SIGTERM),
             0);
   EXPECT_TRUE(WaitFor([&] { return !IsFuseMount(vault.plain()); }, std::chrono::seconds(8)));
+}
+
+// `mount -o remount,ro MOUNTPOINT` runs, through mount.fuse3, `sigilfs SOURCE MOUNTPOINT -o
+// ...,remount,ro`: the same daemon keeps serving, read-only, and a remount,rw makes it writable.
+TEST(MountDaemonTest, RemountReadOnlyAndBack) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  if (::geteuid() != 0) GTEST_SKIP() << "remounting needs root";
+  test::MountedVault vault;
+  std::ofstream(vault.path("f")) << "before";
+  const std::string source = "sigilfs:" + vault.cipher();
+  auto remount = [&](const std::string& how) {
+    return test::RunProcess({SIGILFS_BINARY, source, vault.plain(), "-o", "rw,remount," + how});
+  };
+  auto read_only = [&] {
+    struct statvfs sv;
+    return ::statvfs(vault.plain().c_str(), &sv) == 0 && (sv.f_flag & ST_RDONLY) != 0;
+  };
+  // A file open for writing keeps the mount writable (the kernel refuses with EBUSY).
+  {
+    const int fd = ::open(vault.path("f").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    EXPECT_NE(remount("ro").exit_code, 0);
+    ::close(fd);
+  }
+  test::ProcessResult r;
+  // The release of that descriptor reaches the daemon a moment after close().
+  ASSERT_TRUE(WaitFor([&] { return (r = remount("ro")).exit_code == 0; }, std::chrono::seconds(5)))
+      << r.err;
+  EXPECT_TRUE(read_only());
+  EXPECT_EQ(test::ReadAll(vault.path("f")), "before");
+  EXPECT_EQ(::open(vault.path("g").c_str(), O_WRONLY | O_CREAT, 0644), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::unlink(vault.path("f").c_str()), -1);
+  EXPECT_EQ(errno, EROFS);
+  r = remount("rw");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(read_only());
+  std::ofstream(vault.path("g")) << "after";
+  EXPECT_EQ(test::ReadAll(vault.path("g")), "after");
+  // The mount's other flags survive the round trip.
+  struct statvfs sv;
+  ASSERT_EQ(::statvfs(vault.plain().c_str(), &sv), 0);
+  EXPECT_NE(sv.f_flag & ST_NOSUID, 0u);
+  // Only a sigilfs mount is remounted.
+  test::TempDir other;
+  r = test::RunProcess({SIGILFS_BINARY, source, other.path().string(), "-o", "remount,ro"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not a sigilfs mount"), std::string::npos) << r.err;
 }
 
 }  // namespace

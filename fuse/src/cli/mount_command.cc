@@ -1,5 +1,8 @@
 // `sigilfs mount` and `sigilfs unmount`.
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -45,6 +48,33 @@ Result<std::chrono::seconds> ParseDuration(const std::string& text) {
   return std::chrono::seconds(n * scale);
 }
 
+// `mount -o remount,ro|rw MOUNTPOINT` reaches here through mount.fuse3 (as `sigilfs SOURCE
+// MOUNTPOINT -o ...,remount,...`): the running daemon stays, and the kernel flips the mount's
+// read-only flag (FUSE supports that; writes then fail with EROFS before reaching the daemon).
+// The flags the mount has (nosuid, nodev, ...) are passed again: a remount drops those omitted.
+int RunRemount(const std::string& mountpoint, bool read_only) {
+  constexpr long kFuseSuperMagic = 0x65735546;
+  struct statfs sf;
+  if (::statfs(mountpoint.c_str(), &sf) != 0)
+    return Fail(Status::FromErrno(errno, "remount " + mountpoint));
+  if (sf.f_type != kFuseSuperMagic)
+    return Fail(
+        Status(Code::kInvalidArgument, "remount: " + mountpoint + " is not a sigilfs mount"));
+  struct statvfs sv;
+  if (::statvfs(mountpoint.c_str(), &sv) != 0)
+    return Fail(Status::FromErrno(errno, "remount " + mountpoint));
+  unsigned long flags = MS_REMOUNT | (read_only ? MS_RDONLY : 0);
+  const std::pair<unsigned long, unsigned long> kept[] = {
+      {ST_NOSUID, MS_NOSUID},          {ST_NODEV, MS_NODEV},           {ST_NOEXEC, MS_NOEXEC},
+      {ST_NOATIME, MS_NOATIME},        {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME},
+      {ST_SYNCHRONOUS, MS_SYNCHRONOUS}};
+  for (const auto& [has, keep] : kept)
+    if ((sv.f_flag & has) != 0) flags |= keep;
+  if (::mount(nullptr, mountpoint.c_str(), nullptr, flags, nullptr) != 0)
+    return Fail(Status::FromErrno(errno, "remount " + mountpoint));
+  return 0;
+}
+
 int RunMount(MountArgs a) {
   fuse::DaemonOptions d;
   // The daemon changes to / (fuse_daemonize does, even in the foreground): the unmount at
@@ -53,6 +83,7 @@ int RunMount(MountArgs a) {
   d.mountpoint = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
   if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   d.foreground = a.foreground;
+  bool remount = false;
   for (const std::string& group : a.options) {
     std::stringstream in(group);
     std::string opt;
@@ -61,8 +92,10 @@ int RunMount(MountArgs a) {
       const size_t eq = opt.find('=');
       const std::string key = opt.substr(0, eq),
                         value = eq == std::string::npos ? "" : opt.substr(eq + 1);
-      if (opt == "ro")
-        d.read_only = true;
+      if (opt == "ro" || opt == "rw")  // the last one counts, as with mount(8)
+        d.read_only = opt == "ro";
+      else if (opt == "remount")
+        remount = true;
       else if (opt == "noxattr")
         d.xattrs = false;
       else if (key == "passfile")
@@ -71,12 +104,13 @@ int RunMount(MountArgs a) {
         a.stats_file = value;
       else if (key == "idle")
         a.idle = value;
-      else if (opt == "rw" || opt == "xattr" || opt.empty())
+      else if (opt == "xattr" || opt.empty())
         continue;
       else
         d.fuse_options.push_back(opt);
     }
   }
+  if (remount) return RunRemount(d.mountpoint, d.read_only);
   if (!a.idle.empty()) {
     auto idle = ParseDuration(a.idle);
     if (!idle.ok()) return Fail(idle.status());
@@ -119,7 +153,8 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
     cmd->add_option(
         "-o", a->options,
         "Mount options: ro, noxattr (no extended attributes: faster small writes), allow_other, "
-        "default_permissions, and other FUSE options");
+        "default_permissions, and other FUSE options; remount,ro or remount,rw on a mounted "
+        "vault (root) switches it as `mount -o remount,ro` does");
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");
     cmd->add_option("--stats-file", a->stats_file,
                     "Write the page-layer counters here as JSON on unmount and on SIGUSR1");
