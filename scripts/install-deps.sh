@@ -7,6 +7,7 @@ packages=(
   libssl-dev libsodium-dev libfuse3-dev fuse3 libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   libfsverity-dev fsverity attr acl rsync e2fsprogs procps
+  libpam0g-dev pamtester passwd
   clang clang-format clang-tidy llvm
 )
 

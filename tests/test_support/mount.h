@@ -39,13 +39,26 @@ class MountedVault {
     if (r.exit_code != 0) throw std::runtime_error("sigilfs init failed: " + r.err);
     Mount();
   }
+  // Mounts the existing vault `cipher` on `plain` with the passphrase in `passfile`.
+  MountedVault(std::string cipher, std::string plain, std::string passfile,
+               std::vector<std::string> extra = {})
+      : extra_(std::move(extra)),
+        cipher_(std::move(cipher)),
+        plain_(std::move(plain)),
+        passfile_(std::move(passfile)) {
+    Mount();
+  }
   ~MountedVault() { Unmount(); }
   MountedVault(const MountedVault&) = delete;
   MountedVault& operator=(const MountedVault&) = delete;
 
-  std::string cipher() const { return (dir_.path() / "cipher").string(); }
-  std::string plain() const { return (dir_.path() / "plain").string(); }
-  std::string passfile() const { return (dir_.path() / "pass").string(); }
+  std::string cipher() const {
+    return cipher_.empty() ? (dir_.path() / "cipher").string() : cipher_;
+  }
+  std::string plain() const { return plain_.empty() ? (dir_.path() / "plain").string() : plain_; }
+  std::string passfile() const {
+    return passfile_.empty() ? (dir_.path() / "pass").string() : passfile_;
+  }
   std::string path(const std::string& rel) const { return plain() + "/" + rel; }
   std::string log() const { return ReadAll(dir_.path() / "daemon.log"); }
   bool mounted() const { return pid_ > 0; }
@@ -103,9 +116,22 @@ class MountedVault {
     Mount();
   }
 
+  // A crash: kills the daemon with SIGKILL (nothing is written back), then detaches the dead
+  // mount, which answers "Transport endpoint is not connected" until then, with a lazy unmount
+  // (processes may still hold descriptors on it). Mount() mounts the vault again.
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    RunProcess({"/bin/fusermount3", "-u", "-z", plain()});
+  }
+
  private:
   TempDir dir_;
   std::vector<std::string> extra_;
+  std::string cipher_, plain_, passfile_;  // given, or empty for the ones in dir_
   pid_t pid_ = -1;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sigilfs/core/volume.h"
+#include "sigilfs/crypt/kdf.h"
 #include "sigilfs/fuse/passphrase.h"
 #include "sigilfs/status.h"
 
@@ -21,6 +22,7 @@ void RegisterMountCommands(CLI::App& app, Action& action);     // mount, unmount
 void RegisterVerityCommands(CLI::App& app, Action& action);    // verity enable, measure, verify
 void RegisterFsckCommand(CLI::App& app, Action& action);       // fsck
 void RegisterTransferCommands(CLI::App& app, Action& action);  // export, import
+void RegisterHomeCommands(CLI::App& app, Action& action);      // home setup, home undo
 
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);
@@ -28,6 +30,16 @@ int Fail(const Status& status);
 // Adds --passfile/--extpass (with `prefix`, e.g. "new-") to a subcommand.
 void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const std::string& prefix,
                           const std::string& what);
+
+// The Argon2id cost a new wrap uses: a preset, optionally overridden (--kdf, --kdf-opslimit,
+// --kdf-memlimit-mib).
+struct KdfOptions {
+  std::string preset;
+  uint64_t opslimit = 0;
+  uint64_t memlimit_mib = 0;
+};
+void AddKdfOptions(CLI::App& cmd, KdfOptions& o, const std::string& default_preset);
+Result<crypt::Argon2Params> ResolveKdf(const KdfOptions& o);
 
 // Unlocks the vault in `dir` for an offline command: checks its config first (so a wrong path
 // fails before the prompt), then asks for the passphrase and opens the cipher directory.

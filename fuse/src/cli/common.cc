@@ -1,4 +1,5 @@
-// Helpers shared by the subcommands: error reporting, passphrase options, unlocking a vault.
+// Helpers shared by the subcommands: error reporting, passphrase and KDF options, unlocking a
+// vault.
 #include <cstdio>
 
 #include "commands.h"
@@ -21,6 +22,24 @@ void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const s
   auto* ext = cmd.add_option("--" + prefix + "extpass", source.extpass,
                              "Run this command and read the " + what + " from its output");
   file->excludes(ext);
+}
+
+void AddKdfOptions(CLI::App& cmd, KdfOptions& o, const std::string& default_preset) {
+  o.preset = default_preset;
+  cmd.add_option("--kdf", o.preset, "Argon2id cost preset: interactive, moderate, sensitive, test")
+      ->capture_default_str();
+  cmd.add_option("--kdf-opslimit", o.opslimit, "Argon2id passes (overrides the preset)");
+  cmd.add_option("--kdf-memlimit-mib", o.memlimit_mib,
+                 "Argon2id memory in MiB (overrides the preset)");
+}
+
+Result<crypt::Argon2Params> ResolveKdf(const KdfOptions& o) {
+  SIGILFS_ASSIGN_OR_RETURN(crypt::KdfPreset preset, crypt::ParseKdfPreset(o.preset));
+  crypt::Argon2Params p = crypt::Argon2ParamsFor(preset);
+  if (o.opslimit != 0) p.opslimit = o.opslimit;
+  if (o.memlimit_mib != 0) p.memlimit = o.memlimit_mib << 20;
+  SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(p));
+  return p;
 }
 
 Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,

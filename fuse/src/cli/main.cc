@@ -18,6 +18,7 @@ int Run(int argc, char** argv) {
   sigilfs::cli::RegisterVerityCommands(app, action);
   sigilfs::cli::RegisterFsckCommand(app, action);
   sigilfs::cli::RegisterTransferCommands(app, action);
+  sigilfs::cli::RegisterHomeCommands(app, action);
   sigilfs::cli::RegisterDemoCommand(app, action);
   // mount.fuse3 (a `fuse.sigilfs` line in /etc/fstab, or mount -t fuse.sigilfs) runs
   // "sigilfs CIPHERDIR MOUNTPOINT -o OPTIONS": without a command name, that means mount.

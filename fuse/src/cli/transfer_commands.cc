@@ -27,6 +27,7 @@
 #include "sigilfs/crypt/encoding.h"
 #include "sigilfs/crypt/random.h"
 #include "sigilfs/crypt/secure_bytes.h"
+#include "transfer.h"
 
 namespace sigilfs::cli {
 namespace {
@@ -50,6 +51,9 @@ struct TransferOptions {
   bool no_owner = false;
   fuse::PassphraseSource pass;
 };
+
+// Ownership is kept when run as root, unless --no-owner.
+bool Owner(const TransferOptions& o) { return ::geteuid() == 0 && !o.no_owner; }
 
 // "<path>: <what>: <strerror>" (or "<path>: <strerror>") for the call that just failed.
 Status SysError(const std::string& path, const char* what = nullptr) {
@@ -90,12 +94,15 @@ std::string JoinParts(const std::vector<std::string>& parts) {
   return out.empty() ? "." : out;
 }
 
-// Opens without updating the access time where allowed (own files, or root), else normally.
+}  // namespace
+
 int OpenNoAtime(int dirfd, const std::string& name, int flags) {
   const int fd = ::openat(dirfd, name.c_str(), flags | O_NOATIME | O_CLOEXEC);
   if (fd >= 0 || errno != EPERM) return fd;
   return ::openat(dirfd, name.c_str(), flags | O_CLOEXEC);
 }
+
+namespace {
 
 // The absolute path of an open directory.
 Result<std::string> FdPath(int fd) {
@@ -115,13 +122,8 @@ Status WriteAll(int fd, ByteSpan data, const std::string& shown) {
   return Status::Ok();
 }
 
-struct Xattr {
-  std::string name;
-  std::vector<uint8_t> value;
-};
+}  // namespace
 
-// The extended attributes of open file `fd` whose names start with `prefix` (none where the
-// filesystem has no extended attributes).
 Result<std::vector<Xattr>> ReadXattrs(int fd, std::string_view prefix, const std::string& shown) {
   std::string names;
   for (;;) {  // the list may grow between the two calls
@@ -162,6 +164,8 @@ Result<std::vector<Xattr>> ReadXattrs(int fd, std::string_view prefix, const std
   }
   return out;
 }
+
+namespace {
 
 // Ownership (when `owner`), permissions, then times: last, as the others change the ctime only
 // and everything before them (contents, entries of a directory) changes the mtime.
@@ -238,8 +242,8 @@ using InodeKey = std::pair<dev_t, ino_t>;
 // does not decrypt) are reported and skipped; a failure to write the destination ends it.
 class Exporter {
  public:
-  Exporter(core::Volume& volume, const TransferOptions& o)
-      : volume_(volume), force_(o.force), owner_(::geteuid() == 0 && !o.no_owner), buffer_(kStep) {}
+  Exporter(core::Volume& volume, bool force, bool owner)
+      : volume_(volume), force_(force), owner_(owner), buffer_(kStep) {}
   ~Exporter() { crypt::SecureWipe(buffer_); }
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;
@@ -556,7 +560,7 @@ int RunExport(const TransferOptions& o) {
 
   auto volume = OpenVolume(o.dir, o.pass);
   if (!volume.ok()) return Fail(volume.status());
-  Exporter exporter(**volume, o);
+  Exporter exporter(**volume, o.force, Owner(o));
   Status s;
   if (parts->empty()) {  // the whole vault
     Fd root(::dup((*volume)->root_fd()));
@@ -632,6 +636,34 @@ class PlainFileSource : public core::Source {
   size_t end_ = 0;
 };
 
+}  // namespace
+
+Result<std::vector<std::string>> ListNames(int dir, const std::string& shown) {
+  const int fd = ::dup(dir);
+  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (d == nullptr) {
+    Status s = SysError(shown, "list");
+    if (fd >= 0) ::close(fd);
+    return s;
+  }
+  ::rewinddir(d);
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(d);  // NOLINT(concurrency-mt-unsafe): a private DIR stream
+    if (e == nullptr) break;
+    const std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  Status s = errno != 0 ? SysError(shown, "list") : Status::Ok();
+  ::closedir(d);
+  if (!s.ok()) return s;
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
 // Where an entry goes in the vault: cipher directory, its IV, its plaintext path and the
 // absolute path of the cipher directory (for hard links).
 struct VaultDir {
@@ -644,8 +676,8 @@ struct VaultDir {
 // One import; stops at the first failure.
 class Importer {
  public:
-  Importer(core::Volume& volume, const TransferOptions& o)
-      : volume_(volume), force_(o.force), owner_(::geteuid() == 0 && !o.no_owner) {
+  Importer(core::Volume& volume, bool force, bool owner, TransferProgress progress = {})
+      : volume_(volume), force_(force), owner_(owner), progress_(std::move(progress)) {
     ::fstat(volume.root_fd(), &root_);
   }
 
@@ -696,6 +728,7 @@ class Importer {
       SIGILFS_RETURN_IF_ERROR(Node(st, to, name_in_vault, *stored, path));
     }
     if (st.st_nlink > 1) links_[key] = to.cipher + "/" + *stored;
+    if (progress_) progress_(path, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
     return Status::Ok();
   }
 
@@ -707,7 +740,7 @@ class Importer {
       return Status(Code::kInvalidArgument, shown + " is the vault's own cipher directory");
     auto iv = volume_.ReadDirIv(out);
     if (!iv.ok()) return iv.status().WithContext(path);
-    SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, List(src, shown));
+    SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(src, shown));
     const VaultDir to{out, *iv, path, cipher};
     for (const std::string& name : names)
       SIGILFS_RETURN_IF_ERROR(Entry(Join(shown, name), src, name, to, name));
@@ -718,31 +751,6 @@ class Importer {
   }
 
  private:
-  // The names in plain directory `dir`, sorted.
-  static Result<std::vector<std::string>> List(int dir, const std::string& shown) {
-    const int fd = ::dup(dir);
-    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-    if (d == nullptr) {
-      Status s = SysError(shown, "list");
-      if (fd >= 0) ::close(fd);
-      return s;
-    }
-    ::rewinddir(d);
-    std::vector<std::string> names;
-    for (;;) {
-      errno = 0;
-      const dirent* e = ::readdir(d);  // NOLINT(concurrency-mt-unsafe): a private DIR stream
-      if (e == nullptr) break;
-      const std::string_view n = e->d_name;
-      if (n != "." && n != "..") names.emplace_back(n);
-    }
-    Status s = errno != 0 ? SysError(shown, "list") : Status::Ok();
-    ::closedir(d);
-    if (!s.ok()) return s;
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
   // When run as root, the vault's own files made for an entry (a directory's IV, a long name's
   // side file) belong to whoever owns the vault, who can then mount it.
   void OwnVaultFile(int dirfd, const std::string& name) const {
@@ -855,6 +863,7 @@ class Importer {
   core::Volume& volume_;
   const bool force_;
   const bool owner_;
+  const TransferProgress progress_;
   struct stat root_ {};                    // the cipher root directory
   std::map<InodeKey, std::string> links_;  // absolute cipher path of each linked inode's first name
 };
@@ -885,7 +894,7 @@ int RunImport(const TransferOptions& o) {
   auto opened = OpenVolume(o.dir, o.pass);
   if (!opened.ok()) return Fail(opened.status());
   core::Volume& volume = **opened;
-  Importer importer(volume, o);
+  Importer importer(volume, o.force, Owner(o));
 
   // The target: PATH itself, or SOURCE's name inside PATH when PATH is a directory.
   std::string path = JoinParts(*parts);
@@ -934,6 +943,40 @@ int RunImport(const TransferOptions& o) {
 }
 
 }  // namespace
+
+Status ImportContents(core::Volume& volume, const std::string& source, bool owner,
+                      const TransferProgress& progress) {
+  Fd src(::open(source.c_str(), kOpenDir | O_CLOEXEC));
+  struct stat st;
+  if (src.get() < 0 || ::fstat(src.get(), &st) != 0) return SysError(source);
+  if (Contains(st, volume.root_fd()))
+    return Status(Code::kInvalidArgument, source + " contains the vault's cipher directory");
+  Fd into(::dup(volume.root_fd()));
+  if (into.get() < 0) return SysError(volume.vault().dir());
+  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, FdPath(into.get()));
+  Importer importer(volume, /*force=*/false, owner, progress);
+  return importer.Directory(source, src.get(), st, into.get(), ".", cipher);
+}
+
+Status ExportAll(core::Volume& volume, const std::string& dest, bool owner, uint64_t& problems) {
+  const fs::path abs = fs::absolute(dest).lexically_normal();
+  const std::string name = abs.filename().string(), parent = abs.parent_path().string();
+  if (name.empty() || name == "." || name == "..")
+    return Status(Code::kInvalidArgument, "cannot export to " + dest);
+  Fd dst_parent(::open(parent.c_str(), kOpenDir | O_CLOEXEC));
+  if (dst_parent.get() < 0) return SysError(parent);
+  struct stat vault;
+  if (::fstat(volume.root_fd(), &vault) != 0) return SysError(volume.vault().dir());
+  if (Contains(vault, dst_parent.get()))
+    return Status(Code::kInvalidArgument, dest + " is inside the vault's cipher directory");
+  Fd root(::dup(volume.root_fd()));
+  struct stat st;
+  if (root.get() < 0 || ::fstat(root.get(), &st) != 0) return SysError(volume.vault().dir());
+  Exporter exporter(volume, /*force=*/true, owner);
+  Status s = exporter.Directory(".", root.get(), st, dst_parent.get(), name, abs.string());
+  problems = exporter.problems();
+  return s;
+}
 
 void RegisterTransferCommands(CLI::App& app, Action& action) {
   {

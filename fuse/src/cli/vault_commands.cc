@@ -18,30 +18,6 @@ std::string MemoryText(uint64_t bytes) {
                              : fmt::format("{} KiB", bytes >> 10);
 }
 
-struct KdfOptions {
-  std::string preset;
-  uint64_t opslimit = 0;
-  uint64_t memlimit_mib = 0;
-};
-
-void AddKdfOptions(CLI::App& cmd, KdfOptions& o, const std::string& default_preset) {
-  o.preset = default_preset;
-  cmd.add_option("--kdf", o.preset, "Argon2id cost preset: interactive, moderate, sensitive, test")
-      ->capture_default_str();
-  cmd.add_option("--kdf-opslimit", o.opslimit, "Argon2id passes (overrides the preset)");
-  cmd.add_option("--kdf-memlimit-mib", o.memlimit_mib,
-                 "Argon2id memory in MiB (overrides the preset)");
-}
-
-Result<Argon2Params> ResolveKdf(const KdfOptions& o) {
-  SIGILFS_ASSIGN_OR_RETURN(crypt::KdfPreset preset, crypt::ParseKdfPreset(o.preset));
-  Argon2Params p = crypt::Argon2ParamsFor(preset);
-  if (o.opslimit != 0) p.opslimit = o.opslimit;
-  if (o.memlimit_mib != 0) p.memlimit = o.memlimit_mib << 20;
-  SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(p));
-  return p;
-}
-
 struct InitOptions {
   std::string dir;
   std::string cipher = "aes-256-gcm";

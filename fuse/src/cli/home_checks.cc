@@ -1,0 +1,221 @@
+// The checks `sigilfs home` makes before it touches anything: the account, whether it is logged
+// in, its login password, the size of the tree and the room for it; and the final removal.
+#include <crypt.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <shadow.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "home.h"
+#include "sigilfs/core/unique_fd.h"
+#include "sigilfs/crypt/secure_bytes.h"
+#include "transfer.h"
+
+namespace sigilfs::cli::home {
+namespace {
+
+using Fd = core::UniqueFd;
+
+constexpr int kOpenDir = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+// What a directory, and a symlink, FIFO or empty file, take at least on most filesystems: a
+// block each (a directory's copy also gets its IV file).
+constexpr uint64_t kBlock = 4096;
+
+std::string Child(const std::string& dir, const std::string& name) { return dir + "/" + name; }
+
+uint64_t RoundUp(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+
+Status SysError(const std::string& path, const char* what) {
+  const int err = errno;
+  return Status::FromErrno(err, path + ": " + what);
+}
+
+std::string MiB(uint64_t bytes) {
+  std::ostringstream s;
+  s << (bytes + (1 << 20) - 1) / (1 << 20) << " MiB";
+  return s.str();
+}
+
+class TreeWalk {
+ public:
+  TreeWalk(dev_t dev, const std::function<uint64_t(uint64_t)>& stored_size)
+      : dev_(dev), stored_size_(stored_size) {}
+
+  Status Directory(int dir, const std::string& shown) {
+    SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, shown));
+    for (const std::string& name : names) {
+      const std::string path = Child(shown, name);
+      struct stat st;
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return SysError(path, "stat");
+      ++size_.entries;
+      if (S_ISDIR(st.st_mode)) {
+        if (st.st_dev != dev_)
+          return Status(Code::kInvalidArgument,
+                        path +
+                            " is a mount point: unmount it first (its contents would be "
+                            "copied into the vault and then deleted)");
+        size_.needed_bytes += 2 * kBlock;
+        Fd sub(OpenNoAtime(dir, name, kOpenDir));
+        if (sub.get() < 0) return SysError(path, "open directory");
+        SIGILFS_RETURN_IF_ERROR(Directory(sub.get(), path));
+      } else if (S_ISREG(st.st_mode)) {
+        if (st.st_nlink > 1 && !seen_.emplace(st.st_dev, st.st_ino).second) continue;
+        const auto bytes = static_cast<uint64_t>(st.st_size);
+        size_.file_bytes += bytes;
+        size_.needed_bytes += RoundUp(stored_size_(bytes)) + kBlock;
+      } else {
+        size_.needed_bytes += kBlock;
+      }
+    }
+    return Status::Ok();
+  }
+
+  const TreeSize& size() const { return size_; }
+
+ private:
+  dev_t dev_;
+  const std::function<uint64_t(uint64_t)>& stored_size_;
+  TreeSize size_;
+  std::set<std::pair<dev_t, ino_t>> seen_;
+};
+
+Status RemoveIn(int dir, dev_t dev, const std::string& shown) {
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, shown));
+  for (const std::string& name : names) {
+    const std::string path = Child(shown, name);
+    struct stat st;
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return SysError(path, "stat");
+    if (S_ISDIR(st.st_mode)) {
+      if (st.st_dev != dev)
+        return Status(Code::kInvalidArgument, path + " is a mount point: not removed");
+      Fd sub(::openat(dir, name.c_str(), kOpenDir));
+      if (sub.get() < 0) return SysError(path, "open directory");
+      SIGILFS_RETURN_IF_ERROR(RemoveIn(sub.get(), dev, path));
+    }
+    if (::unlinkat(dir, name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0)
+      return SysError(path, "remove");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Account> LookUpUser(const std::string& name) {
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buf(size > 0 ? static_cast<size_t>(size) : 16384);
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  int rc;
+  while ((rc = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found)) == ERANGE)
+    buf.resize(buf.size() * 2);
+  if (rc != 0) return Status::FromErrno(rc, "look up user " + name);
+  if (found == nullptr) return Status(Code::kNotFound, "no such user: " + name);
+  return Account{pw.pw_name, pw.pw_uid, pw.pw_gid, pw.pw_dir};
+}
+
+std::vector<pid_t> ProcessesOf(uid_t uid) {
+  std::vector<pid_t> pids;
+  std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
+  if (!proc) return pids;
+  while (const dirent* e = ::readdir(proc.get())) {  // NOLINT(concurrency-mt-unsafe): own stream
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream status(std::string("/proc/") + e->d_name + "/status");
+    for (std::string line; std::getline(status, line);) {
+      // A zombie has exited and touches nothing: it only waits for its parent (State precedes
+      // Uid in the file).
+      if (line.rfind("State:", 0) == 0 && line.find("Z (zombie)") != std::string::npos) break;
+      if (line.rfind("Uid:", 0) != 0) continue;
+      std::istringstream ids(line.substr(4));
+      for (unsigned long id; ids >> id;) {  // real, effective, saved, filesystem
+        if (id == uid) {
+          pids.push_back(static_cast<pid_t>(pid));
+          break;
+        }
+      }
+      break;
+    }
+  }
+  return pids;
+}
+
+LoginPassword CheckLoginPassword(const std::string& user, ByteSpan passphrase) {
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buf(size > 0 ? static_cast<size_t>(size) : 16384);
+  struct spwd sp;
+  struct spwd* found = nullptr;
+  while (::getspnam_r(user.c_str(), &sp, buf.data(), buf.size(), &found) == ERANGE)
+    buf.resize(buf.size() * 2);
+  // "!..." and "*" are locked or password-less accounts: there is nothing to compare with.
+  if (found == nullptr || sp.sp_pwdp == nullptr || sp.sp_pwdp[0] == '!' || sp.sp_pwdp[0] == '*' ||
+      sp.sp_pwdp[0] == '\0')
+    return LoginPassword::kUnknown;
+  const std::string hash = sp.sp_pwdp;
+  crypt::SecureBytes phrase(passphrase.size() + 1);  // NUL-terminated for crypt_r
+  std::memcpy(phrase.data(), passphrase.data(), passphrase.size());
+  phrase.data()[passphrase.size()] = 0;
+  auto data = std::make_unique<crypt_data>();
+  std::memset(data.get(), 0, sizeof(crypt_data));
+  const char* out =
+      ::crypt_r(reinterpret_cast<const char*>(phrase.data()), hash.c_str(), data.get());
+  LoginPassword result = LoginPassword::kUnknown;
+  if (out != nullptr && out[0] != '*')
+    result =
+        std::strcmp(out, hash.c_str()) == 0 ? LoginPassword::kMatches : LoginPassword::kDiffers;
+  ::explicit_bzero(data.get(), sizeof(crypt_data));  // holds the passphrase's hash state
+  return result;
+}
+
+Result<TreeSize> MeasureTree(const std::string& dir,
+                             const std::function<uint64_t(uint64_t)>& stored_size) {
+  Fd root(::open(dir.c_str(), kOpenDir));
+  struct stat st;
+  if (root.get() < 0 || ::fstat(root.get(), &st) != 0) return SysError(dir, "open directory");
+  TreeWalk walk(st.st_dev, stored_size);
+  SIGILFS_RETURN_IF_ERROR(walk.Directory(root.get(), dir));
+  TreeSize size = walk.size();
+  size.needed_bytes += 2 * kBlock;  // the root directory's IV and the config
+  return size;
+}
+
+Status CheckRoom(const std::string& dir, const TreeSize& size, const std::string& what) {
+  struct statvfs fs;
+  if (::statvfs(dir.c_str(), &fs) != 0) return SysError(dir, "statvfs");
+  const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (size.needed_bytes > free_bytes)
+    return Status(Code::kNoSpace,
+                  "not enough space in " + dir + " for " + what + ": it needs about " +
+                      MiB(size.needed_bytes) + ", " + MiB(free_bytes) + " are free",
+                  ENOSPC);
+  // Every entry, and every directory's IV, takes an inode (filesystems that report no inode
+  // count, as btrfs, have no fixed limit).
+  if (fs.f_files != 0 && 2 * size.entries + 2 > fs.f_favail)
+    return Status(Code::kNoSpace,
+                  "not enough free inodes in " + dir + " for " + what + ": it needs about " +
+                      std::to_string(2 * size.entries + 2) + ", " + std::to_string(fs.f_favail) +
+                      " are free",
+                  ENOSPC);
+  return Status::Ok();
+}
+
+Status RemoveContents(const std::string& dir) {
+  Fd root(::open(dir.c_str(), kOpenDir));
+  struct stat st;
+  if (root.get() < 0 || ::fstat(root.get(), &st) != 0) return SysError(dir, "open directory");
+  return RemoveIn(root.get(), st.st_dev, dir);
+}
+
+}  // namespace sigilfs::cli::home
