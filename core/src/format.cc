@@ -60,8 +60,17 @@ Result<uint64_t> PageGeometry::PlainSize(uint64_t cipher_size) const {
   const uint64_t full = body / unit_size();
   const uint64_t rest = body % unit_size();
   if (rest == 0) return full * kPageSize;
-  if (rest <= overhead()) return Status(Code::kCorrupt, "last page truncated");
+  // A remainder too short for a nonce and a tag is a unit torn by a crash while the file grew.
+  // It counts as a last page of one byte that cannot be opened: the whole units before it read
+  // as usual, and reads touching it fail (see TornTail).
+  if (rest <= overhead()) return full * kPageSize + 1;
   return full * kPageSize + (rest - overhead());
+}
+
+bool PageGeometry::TornTail(uint64_t cipher_size) const {
+  if (cipher_size <= kFileHeaderSize) return false;
+  const uint64_t rest = (cipher_size - kFileHeaderSize) % unit_size();
+  return rest != 0 && rest <= overhead();
 }
 
 Status UnitCodec::Seal(uint64_t index, UnitKind kind, bool last, ByteSpan plaintext,

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <thread>
 
 #include "file_contents_internal.h"
@@ -24,8 +23,6 @@ constexpr size_t kPiecePages = 32;
 // Runs of at least this many whole pages are read and written past the cache: sealed straight
 // from the caller's buffer, opened straight into it. Smaller or partial I/O uses the cache.
 constexpr size_t kDirectMinPages = 16;
-// Largest plaintext size: keeps every cipher offset inside off_t.
-constexpr uint64_t kMaxFileSize = uint64_t{1} << 62;
 
 // Recycles page buffers: one malloc/free per cached page was a tenth of the write path, and
 // then the pool's own mutex was (four round trips per 4 KiB write), so each thread keeps a few
@@ -200,8 +197,11 @@ Status FileContents::Load() {
   auto header = DecodeFileHeader(ByteSpan(raw).first(got));
   if (!header.ok()) return header.status().WithContext(label_);
   if ((header->flags & kFileFlagSealed) != 0) return LoadSealed(*header, cipher_size);
-  if (verity::LooksSealed(layer_.geometry_, cipher_size))
-    return UndoInterruptedSeal(*header, cipher_size);
+  if (verity::LooksSealed(layer_.geometry_, cipher_size)) {
+    SIGILFS_ASSIGN_OR_RETURN(bool undone, UndoInterruptedSeal(*header, cipher_size));
+    if (undone) return Status::Ok();
+    // Not a seal: a torn tail whose remainder is 8 bytes, opened like any other below.
+  }
   auto plain = layer_.geometry_.PlainSize(cipher_size);
   if (!plain.ok()) return plain.status().WithContext(label_);
   SIGILFS_ASSIGN_OR_RETURN(key_, MakeKey(header->nonce));
@@ -272,11 +272,12 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
     const size_t to = e == on_disk ? cipher.size() : e * g.unit_size();
     auto got = backing_->ReadAt(cipher.subspan(from, to - from), start + from);
     Status fail;
+    size_t stored = 0;  // bytes of the piece the cipher file holds
     if (!got.ok()) {
       fail = got.status();
     } else {
       bytes.fetch_add(*got, std::memory_order_relaxed);
-      if (*got < to - from) fail = Status(Code::kCorrupt, "cipher file shorter than its size says");
+      stored = from + *got;
     }
     for (size_t i = b; i < e; ++i) {
       if (!fail.ok()) {
@@ -287,6 +288,12 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
       const bool last = index + 1 == disk_pages;
       const size_t plain_len =
           last ? static_cast<size_t>(disk_size - index * kPageSize) : kPageSize;
+      if (i * g.unit_size() + plain_len + g.overhead() > stored) {
+        // A torn tail (or a file cut while being read): this page fails, whole pages before
+        // it still read.
+        results[i] = Status(Code::kCorrupt, "torn: the cipher file ends inside this page");
+        continue;
+      }
       ByteSpan unit(cipher.data() + i * g.unit_size(), plain_len + g.overhead());
       uint8_t* page = dest[i];
       if (IsAllZero(unit)) {
@@ -351,6 +358,11 @@ void FileContents::DropPageLocked(std::map<uint64_t, Page>::iterator it) {
   dirty_.erase(it->first);
   pages_.erase(it);
   layer_.cached_pages_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void FileContents::DropRangeLocked(uint64_t first, uint64_t end) {
+  for (auto it = pages_.lower_bound(first); it != pages_.end() && it->first < end;)
+    DropPageLocked(it++);
 }
 
 // Keeps the cache within bounds by dropping the least recently used clean pages, a quarter at
@@ -514,11 +526,14 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
 }
 
 // Loads, outside the exclusive lock, the (at most two) partially written pages of a write that
-// hold existing data: the read-modify-write reads. WriteBegin finds them cached.
+// hold existing data: the read-modify-write reads. WriteBegin finds them cached. A write that
+// starts past the stored last page also loads that page (unless cached), which the write-back
+// re-seals as not-last anyway: a damaged last page (a torn tail after a crash) then fails the
+// write itself with its error, before anything changes, instead of every later flush.
 Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
   const uint64_t end = offset + length;
   const uint64_t candidates[2] = {offset / kPageSize, (end - 1) / kPageSize};
-  std::vector<uint64_t> need;
+  std::vector<std::pair<uint64_t, PageCounter>> need;
   uint64_t disk_size = 0, generation = 0, epoch = 0;
   std::shared_ptr<const Key> key;
   {
@@ -530,7 +545,12 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
       const bool full = offset <= start && end >= start + kPageSize;
       if ((full && !layer_.options_.force_rmw) || start >= disk_size_ || pages_.count(index) != 0)
         continue;
-      need.push_back(index);
+      need.emplace_back(index, PageCounter::kRmwReads);
+    }
+    if (disk_size_ > 0) {
+      const uint64_t stored_last = PageGeometry::PageCount(disk_size_) - 1;
+      if (candidates[0] > stored_last && pages_.count(stored_last) == 0)
+        need.emplace_back(stored_last, PageCounter::kResealReads);
     }
     if (need.empty()) return Status::Ok();
     disk_size = disk_size_;
@@ -539,15 +559,15 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
     epoch = cache_epoch_;
   }
   std::vector<std::pair<uint64_t, PageBuffer>> loaded;
-  for (uint64_t index : need) {
+  for (const auto& [index, counter] : need) {
     std::vector<PageBuffer> one;
     SIGILFS_RETURN_IF_ERROR(LoadPageBuffers(key.get(), index, 1, disk_size, one));
-    Count(PageCounter::kRmwReads);
+    Count(counter);
     loaded.emplace_back(index, std::move(one[0]));
   }
   std::unique_lock lock(mu_);
   if (generation != generation_ || epoch != cache_epoch_)
-    return Status::Ok();  // WriteBegin reloads
+    return Status::Ok();  // WriteBegin and the write-back reload
   for (auto& [index, data] : loaded)
     if (pages_.count(index) == 0) InsertPageLocked(index, std::move(data), false);
   return Status::Ok();
@@ -747,13 +767,15 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
   return count * kPageSize;
 }
 
-Status FileContents::Truncate(uint64_t new_size) {
+Status FileContents::Truncate(uint64_t new_size) { return Resize(new_size, false); }
+
+Status FileContents::Resize(uint64_t new_size, bool only_grow) {
   if (new_size > kMaxFileSize) return Status::FromErrno(EFBIG, label_ + ": truncate too large");
   std::lock_guard wb(writeback_mu_);
   {
     std::unique_lock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
-    if (new_size == size_) return Status::Ok();
+    if (new_size == size_ || (only_grow && new_size < size_)) return Status::Ok();
     ++generation_;
     if (new_size == 0) {
       SIGILFS_RETURN_IF_ERROR(backing_->Truncate(0));
@@ -779,7 +801,11 @@ Status FileContents::Truncate(uint64_t new_size) {
       MarkDirtyLocked(new_last, last);
     } else {
       // Growing: the new last page is sealed for real (never left a hole), so a file cut back to
-      // an older length is still detected; the pages in between are holes.
+      // an older length is still detected; the pages in between are holes. The old last page is
+      // re-sealed as not-last by the write-back: read first, a damaged one (a torn tail) fails
+      // the truncate before the size changes.
+      if (disk_size_ > 0)
+        SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(PageGeometry::PageCount(disk_size_) - 1));
       SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(new_last));
       MarkDirtyLocked(new_last, pages_.at(new_last));
     }
@@ -888,14 +914,20 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     i = j;
   }
   // Sealing runs on every thread; writing is a role, not a lock: a thread that has sealed a
-  // piece queues it, and becomes the writer only if nobody is writing. Writes to one file
+  // piece marks it ready, and becomes the writer only if nobody is writing. Writes to one file
   // serialize in the kernel anyway; this way the other thread seals instead of spinning on the
-  // inode lock.
+  // inode lock. Pieces are written in file order, and none after a failure: a crash (or a full
+  // disk) then leaves a prefix of the new units, so only the unit being written can be torn and
+  // a file that grew ends at the last unit written (docs/design.md, "Crash consistency").
+  // Writing them as they finished could leave a later piece stored and an earlier one not: a
+  // hole where data was, and an old last page that is no longer last.
   std::vector<Status> results(pieces.size());
   std::vector<std::vector<ByteSpan>> sealed(pieces.size());
   std::mutex queue_mu;
-  std::deque<size_t> ready;  // GUARDED_BY(queue_mu) sealed pieces, in the order they finished
-  bool writing = false;      // GUARDED_BY(queue_mu)
+  std::vector<bool> ready(pieces.size(), false);  // GUARDED_BY(queue_mu) sealed pieces
+  size_t next_write = 0;                          // GUARDED_BY(queue_mu)
+  bool writing = false;                           // GUARDED_BY(queue_mu)
+  bool failed = false;                            // GUARDED_BY(queue_mu)
   layer_.pool_->ForEachDynamic(pieces.size(), [&](size_t p) {
     const auto [b, e] = pieces[p];
     for (size_t i = b; i < e && results[p].ok(); ++i) {
@@ -906,16 +938,20 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
       sealed[p].push_back(unit);
     }
     std::unique_lock lock(queue_mu);
-    if (results[p].ok()) ready.push_back(p);
+    if (results[p].ok())
+      ready[p] = true;
+    else
+      failed = true;
     if (writing) return;
     writing = true;
-    while (!ready.empty()) {
-      const size_t w = ready.front();
-      ready.pop_front();
+    while (!failed && next_write < pieces.size() && ready[next_write]) {
+      const size_t w = next_write++;
       lock.unlock();
-      results[w] = backing_->WriteAt(sealed[w], g.UnitOffset(items[pieces[w].first].index))
-                       .WithContext(label_);
+      Status written = backing_->WriteAt(sealed[w], g.UnitOffset(items[pieces[w].first].index))
+                           .WithContext(label_);
       lock.lock();
+      if (!written.ok()) failed = true;
+      results[w] = std::move(written);
     }
     writing = false;
   });

@@ -71,10 +71,20 @@ TEST(PageGeometryTest, SizesRoundTripForBothCiphers) {
       EXPECT_EQ(*back, size);
     }
     EXPECT_EQ(*g.PlainSize(kFileHeaderSize), 0u);  // header written, no data yet
+    // A torn header.
     EXPECT_EQ(g.PlainSize(10).status().code(), Code::kCorrupt);
-    // A last unit with no room for a byte after nonce and tag cannot come from any size.
-    EXPECT_EQ(g.PlainSize(32 + g.unit_size() + nonce + 16).status().code(), Code::kCorrupt);
-    EXPECT_EQ(g.PlainSize(32 + 5).status().code(), Code::kCorrupt);
+    EXPECT_FALSE(g.TornTail(10));
+    // A last unit with no room for a byte after nonce and tag comes from no size: a torn tail,
+    // one byte of a last page that cannot be opened.
+    for (uint64_t rest : {uint64_t{1}, uint64_t{8}, uint64_t{nonce + 16}}) {
+      EXPECT_TRUE(g.TornTail(32 + g.unit_size() + rest));
+      EXPECT_EQ(*g.PlainSize(32 + g.unit_size() + rest), 4096u + 1);
+      EXPECT_EQ(*g.PlainSize(32 + rest), 1u);
+    }
+    EXPECT_FALSE(g.TornTail(32 + g.unit_size() + nonce + 17));
+    EXPECT_EQ(*g.PlainSize(32 + g.unit_size() + nonce + 17), 4096u + 1);
+    EXPECT_FALSE(g.TornTail(32 + g.unit_size()));
+    EXPECT_FALSE(g.TornTail(32));
   }
   EXPECT_EQ(PageGeometry::PageCount(0), 0u);
   EXPECT_EQ(PageGeometry::PageCount(1), 1u);

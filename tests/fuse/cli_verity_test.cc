@@ -320,6 +320,55 @@ TEST_F(CliVerityTest, FsckNamesAFileWithAFlippedByte) {
   EXPECT_EQ(Snapshot(Vault()), before);
 }
 
+TEST_F(CliVerityTest, FsckListsEveryDamagedPageAndATornTail) {
+  Put("report.pdf", test::Pattern(300000, 1));
+  Put("log.txt", test::Pattern(10 * 4096, 2));
+  Put("many.bin", test::Pattern(40 * 4096, 3));
+  FlipByte(CipherPath("report.pdf"), PageOffset(3) + 7);
+  FlipByte(CipherPath("report.pdf"), PageOffset(50) + 70);
+  // As a crash leaves a file that was growing: 5 bytes of page 9's unit, no room for a tag.
+  fs::resize_file(CipherPath("log.txt"), PageOffset(9) + 5);
+  for (uint64_t page = 0; page < 20; ++page) FlipByte(CipherPath("many.bin"), PageOffset(page) + 1);
+  const auto before = Snapshot(Vault());
+  ProcessResult r = Fsck();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // Both damaged pages, not only the first; the pages after them were read.
+  EXPECT_NE(r.out.find("report.pdf: authentication failed: page 3:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("report.pdf: authentication failed: page 50:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("log.txt: corrupt: page 9: torn: the cipher file ends inside this page"),
+            std::string::npos)
+      << r.out;
+  // Past 16 pages of one file, a count.
+  EXPECT_NE(r.out.find("many.bin: authentication failed: page 15:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("many.bin: authentication failed: page 16:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("many.bin: corrupt: 4 more damaged pages not listed"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 directories, 3 files (0 sealed), 0 symlinks checked; 20 problems\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(Snapshot(Vault()), before);
+}
+
+// A torn tail of 8 bytes has a sealed file's length; `stat` must size it as opening it does
+// (a torn last page of 1 byte), not fail on a trailer that accounts for nothing.
+TEST_F(CliVerityTest, ATornTailOfEightBytesStatsAsItOpens) {
+  Put("grown.bin", test::Pattern(18 * 4096, 4));
+  fs::resize_file(CipherPath("grown.bin"), PageOffset(17) + 8);
+  auto volume = Open();
+  ASSERT_NE(volume, nullptr);
+  auto at = volume->Locate("grown.bin");
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  struct stat st;
+  ASSERT_EQ(::fstatat(at->dirfd, at->stored.c_str(), &st, 0), 0);
+  auto size = volume->PlainSize(at->dirfd, at->stored, st);
+  ::close(at->dirfd);
+  ASSERT_TRUE(size.ok()) << size.status().ToString();
+  EXPECT_EQ(*size, 17u * 4096 + 1);
+  ProcessResult r = Fsck();
+  EXPECT_NE(r.out.find("grown.bin: corrupt: page 17: torn"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; 1 problems\n"), std::string::npos) << r.out;
+}
+
 TEST_F(CliVerityTest, FsckFindsATamperedSealedFile) {
   Put("sealed.bin", test::Pattern(600000, 4));
   ASSERT_EQ(Verity("enable", "sealed.bin").exit_code, 0);

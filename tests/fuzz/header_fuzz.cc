@@ -13,17 +13,23 @@ namespace {
 
 void CheckSizes(const core::PageGeometry& g, uint64_t n) {
   // n as a cipher-file size: when it maps to a plaintext size, that maps back to n (except the
-  // header-only file, which holds no data and reads as empty).
+  // header-only file, which holds no data and reads as empty, and a torn tail, which counts as
+  // a one-byte last page right after its whole units). Only a torn header maps to none.
   auto plain = g.PlainSize(n);
   if (plain.ok()) {
     FUZZ_CHECK(*plain <= n);
-    if (n == core::kFileHeaderSize)
+    if (n == core::kFileHeaderSize) {
       FUZZ_CHECK(*plain == 0);
-    else
+    } else if (g.TornTail(n)) {
+      FUZZ_CHECK(*plain % core::kPageSize == 1);
+      FUZZ_CHECK(g.UnitOffset(core::PageGeometry::PageCount(*plain)) > n);
+      FUZZ_CHECK(g.UnitOffset(core::PageGeometry::PageCount(*plain) - 1) < n);
+    } else {
       FUZZ_CHECK(g.CipherSize(*plain) == n);
+    }
   } else {
     FUZZ_CHECK(plain.status().code() == Code::kCorrupt);
-    FUZZ_CHECK(n != 0);
+    FUZZ_CHECK(n > 0 && n < core::kFileHeaderSize);
   }
   // n as a plaintext size of a file that can exist (off_t is signed): its cipher size maps back.
   if (n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {

@@ -77,15 +77,48 @@ Status FileContents::LoadSealed(const FileHeader& header, uint64_t cipher_size) 
   return Status::Ok();
 }
 
-// Sealing writes the tree and record past the data before it sets the header's flag. A file
-// whose header is not sealed but whose length is a sealed file's was interrupted there (a
-// crash): the record proves it, and cutting the file back to its data makes it whole again.
-Status FileContents::UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size) {
+// Sealing writes the trailer, then the tree and record past the data, before it sets the
+// header's flag. A file whose header is not sealed but whose length is a sealed file's was
+// either interrupted there (a crash) or has a torn tail whose remainder happens to be the
+// trailer's 8 bytes (a crash while it grew). Only a proven seal is undone, by cutting the file
+// back to its data: the trailer must account for exactly this length, and either the record
+// must open under the file key (the tree and record were written), or, the crash having come
+// before the record was written, the data's last page must open as the last page of the size
+// the trailer states (the seal does not touch the data) — for an empty file, nothing but a hole
+// may precede the trailer. Anything else is left alone: false, and the file opens as an
+// unsealed one with a torn tail. The trailer, which is not authenticated, never decides a cut
+// on its own.
+Result<bool> FileContents::UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size) {
   const PageGeometry& g = layer_.geometry_;
+  // Damage (bytes that do not decode or authenticate) means "not a seal"; a failing read is
+  // an error of its own.
+  auto damaged = [](const Status& s) {
+    return s.code() == Code::kCorrupt || s.code() == Code::kAuthFailed;
+  };
   auto layout = ReadTrailer(*backing_, g, cipher_size);
-  if (!layout.ok()) return layout.status().WithContext(label_);
+  if (!layout.ok()) {
+    if (!damaged(layout.status())) return layout.status().WithContext(label_);
+    return false;  // no trailer accounts for this length: a torn tail
+  }
   SIGILFS_ASSIGN_OR_RETURN(auto key, MakeKey(header.nonce));
-  SIGILFS_RETURN_IF_ERROR(ReadRecord(*key, *layout).status());
+  auto record = ReadRecord(*key, *layout);
+  if (!record.ok()) {
+    if (!damaged(record.status())) return record.status();
+    if (layout->data_size == 0) {
+      // An empty file has no data page to vouch for its trailer. Before its record is written,
+      // all that precedes the trailer is the header and the hole where the record goes:
+      // cutting that loses nothing that could be read.
+      std::vector<uint8_t> unit(g.unit_size());
+      SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(unit, g.UnitOffset(0)));
+      if (got != unit.size() || !IsAllZero(unit)) return false;
+    } else {
+      std::vector<PageBuffer> last_page;
+      Status s = LoadPageBuffers(key.get(), PageGeometry::PageCount(layout->data_size) - 1, 1,
+                                 layout->data_size, last_page);
+      if (!s.ok() && !damaged(s)) return s;
+      if (!s.ok()) return false;
+    }
+  }
   // On a read-only descriptor the cut fails; the file still reads as its data.
   (void)backing_->Truncate(g.CipherSize(layout->data_size));
   size_ = disk_size_ = layout->data_size;
@@ -93,7 +126,7 @@ Status FileContents::UndoInterruptedSeal(const FileHeader& header, uint64_t ciph
     key_ = std::move(key);
     header_on_disk_ = true;
   }
-  return Status::Ok();
+  return true;
 }
 
 Result<FileContents::TreeBlock> FileContents::OpenTreeBlock(const Sealed& sealed, const Key& key,

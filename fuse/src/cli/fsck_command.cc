@@ -25,6 +25,8 @@ constexpr int kExitUsage = 2;
 
 // Plaintext is read in steps of this size: large enough for read-ahead, small enough to wipe.
 constexpr size_t kReadStep = 1 << 20;
+// Damaged pages of one file listed one by one; past this many, only their number.
+constexpr uint64_t kMaxPagesListed = 16;
 
 struct FsckOptions {
   std::string dir;
@@ -141,12 +143,17 @@ class Checker {
       if (Status s = (*file)->VerifyAll(); !s.ok()) Problem(path, s);
       return;
     }
+    // Every damaged page is listed (after a crash: the page that was being written), the
+    // reading going on at the next page; past kMaxPagesListed only a count, since a file whose
+    // every page fails (another file's header, say) would otherwise print one line per page.
     const uint64_t size = (*file)->size();
+    uint64_t damaged = 0;
     for (uint64_t offset = 0; offset < size;) {
       auto n = (*file)->Read(offset, buffer_);
       if (!n.ok()) {
-        Problem(path, n.status());  // the first bad page; the rest of the file is not read
-        return;
+        if (++damaged <= kMaxPagesListed) Problem(path, n.status());
+        offset = (offset / core::kPageSize + 1) * core::kPageSize;
+        continue;
       }
       if (*n == 0) {
         Problem(path, Status(Code::kCorrupt, fmt::format("ends at {} of {} bytes", offset, size)));
@@ -154,6 +161,9 @@ class Checker {
       }
       offset += *n;
     }
+    if (damaged > kMaxPagesListed)
+      Problem(path, Status(Code::kCorrupt, fmt::format("{} more damaged pages not listed",
+                                                       damaged - kMaxPagesListed)));
   }
 
   void CheckSymlink(const std::string& path, const Fd& dir, const std::string& stored) {

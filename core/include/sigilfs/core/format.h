@@ -58,9 +58,13 @@ class PageGeometry {
   uint64_t UnitOffset(uint64_t index) const { return kFileHeaderSize + index * unit_size(); }
   // Cipher-file size of a plaintext of `plain_size` bytes (0 stays 0: no header is needed).
   uint64_t CipherSize(uint64_t plain_size) const;
-  // Plaintext size of a cipher file of `cipher_size` bytes; kCorrupt when no plaintext size
-  // maps to it (a torn header, or a last unit too short to hold a nonce and a tag).
+  // Plaintext size of a cipher file of `cipher_size` bytes; kCorrupt for a torn header
+  // (1 to 31 bytes), the only lengths without one. A torn tail (TornTail) counts as a last page
+  // of one byte, which no read can open; CipherSize(PlainSize(L)) == L unless the tail is torn.
   Result<uint64_t> PlainSize(uint64_t cipher_size) const;
+  // True if the last unit is too short to hold a nonce and a tag (1 to overhead() bytes past
+  // the last whole unit): what a crash leaves when it stops a write that grows the file.
+  bool TornTail(uint64_t cipher_size) const;
   // Number of data pages of a plaintext size.
   static uint64_t PageCount(uint64_t plain_size) {
     return (plain_size + kPageSize - 1) / kPageSize;

@@ -9,9 +9,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sigilfs/core/backing_file.h"
@@ -23,6 +25,9 @@
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
+
+// Largest plaintext size: keeps every cipher offset inside off_t.
+inline constexpr uint64_t kMaxFileSize = uint64_t{1} << 62;
 
 class ThreadPool;
 
@@ -126,6 +131,17 @@ class FileContents {
   Result<size_t> Write(uint64_t offset, ByteSpan data);
   // Changes the size; the new last page is re-sealed, and everything is written back.
   Status Truncate(uint64_t size);
+  // fallocate(2), `mode` as there (FALLOC_FL_KEEP_SIZE, _PUNCH_HOLE with _KEEP_SIZE,
+  // _ZERO_RANGE; others are EOPNOTSUPP). Reserving claims the cipher file's space for the
+  // range and, without KEEP_SIZE, grows the file over it (reading as zeros). Punching and
+  // zeroing make the range read as zeros: whole pages become holes and give their space back,
+  // except the file's last page (always sealed, so a cut stays detectable) and in strict-holes
+  // mode (where a hole is an error), which are sealed zeros; partial pages are written as zeros.
+  // Not ordered against a concurrent Truncate (the mount serializes the two, as the kernel does).
+  Status Allocate(int mode, uint64_t offset, uint64_t length);
+  // lseek(2) SEEK_DATA (`data`) or SEEK_HOLE in plaintext offsets, at page granularity: a hole
+  // is a page stored as a hole; the end of the file counts as a hole. ENXIO at or past the end.
+  Result<uint64_t> SeekData(uint64_t offset, bool data);
   // Writes back every dirty page (encrypting in parallel, one pwritev per contiguous run).
   Status Flush();
   // Flush, then fsync/fdatasync the cipher file.
@@ -161,7 +177,9 @@ class FileContents {
   FileContents(PageLayer& layer, std::unique_ptr<BackingFile> backing, std::string label);
   Status Load();
   Status LoadSealed(const FileHeader& header, uint64_t cipher_size);
-  Status UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size);
+  // True if the file was an interrupted seal, now cut back to its data; false if its length
+  // only looks sealed (a torn tail) and nothing was changed.
+  Result<bool> UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size);
   Result<verity::Record> ReadRecord(const Key& key, const verity::SealedLayout& layout);
   // Verified tree blocks for the data pages [first, first + count) of a sealed file, one per
   // level-0 block (read together), with their ancestors checked up to the root.
@@ -204,6 +222,13 @@ class FileContents {
   Page& InsertPageLocked(uint64_t index, PageBuffer data, bool dirty);
   void MarkDirtyLocked(uint64_t index, Page& page);
   void DropPageLocked(std::map<uint64_t, Page>::iterator it);
+  void DropRangeLocked(uint64_t first, uint64_t end);  // pages [first, end), dirty or not
+  // Truncate, or with `only_grow` a size that is only ever raised (fallocate beside writers).
+  Status Resize(uint64_t new_size, bool only_grow);
+  // Whole pages [first, end), none of them the last, become holes (Allocate's punch).
+  Status PunchPages(uint64_t first, uint64_t end);
+  // The first run of hole pages at or after `from`, before the last page: [first, end).
+  Result<std::optional<std::pair<uint64_t, uint64_t>>> NextHoleRun(uint64_t from);  // REQUIRES mu_
   void EvictLocked();
   Status WriteBackLocked(const DirectRun* direct = nullptr);  // REQUIRES writeback_mu_
 
