@@ -2,6 +2,7 @@
 #include "sigilfs/core/backing_file.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,6 +83,20 @@ class PosixBackingFile final : public BackingFile {
       return Status::FromErrno(errno, "sync cipher file");
     return Status::Ok();
   }
+  Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) override {
+    const int mode = FALLOC_FL_KEEP_SIZE | (punch_hole ? FALLOC_FL_PUNCH_HOLE : 0);
+    while (::fallocate(fd_, mode, static_cast<off_t>(offset), static_cast<off_t>(length)) != 0) {
+      if (errno != EINTR) return Status::FromErrno(errno, "allocate cipher file space");
+    }
+    return Status::Ok();
+  }
+
+  Result<uint64_t> Seek(uint64_t offset, bool data) override {
+    const off_t at = ::lseek(fd_, static_cast<off_t>(offset), data ? SEEK_DATA : SEEK_HOLE);
+    if (at < 0) return Status::FromErrno(errno, "seek in cipher file");
+    return static_cast<uint64_t>(at);
+  }
+
   void WillNeed(uint64_t offset, uint64_t length) override {
     (void)::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
                           POSIX_FADV_WILLNEED);
@@ -128,6 +143,34 @@ class MemoryBackingFile final : public BackingFile {
   }
 
   Status Sync(bool) override { return Status::Ok(); }
+
+  Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) override {
+    std::lock_guard lock(data_->mu);
+    auto& b = data_->bytes;
+    if (punch_hole && offset < b.size())
+      std::memset(b.data() + offset, 0, std::min<uint64_t>(length, b.size() - offset));
+    return Status::Ok();  // memory needs no reserving
+  }
+
+  Result<uint64_t> Seek(uint64_t offset, bool data) override {
+    std::lock_guard lock(data_->mu);
+    const auto& b = data_->bytes;
+    if (offset >= b.size()) return Status::FromErrno(ENXIO, "seek in memory file");
+    constexpr uint64_t kBlock = 4096;
+    auto hole_block = [&b](uint64_t block) {
+      const uint64_t begin = block * kBlock;
+      const uint64_t end = std::min<uint64_t>(begin + kBlock, b.size());
+      return end - begin == kBlock &&
+             std::all_of(b.begin() + static_cast<ptrdiff_t>(begin),
+                         b.begin() + static_cast<ptrdiff_t>(end), [](uint8_t x) { return x == 0; });
+    };
+    for (uint64_t block = offset / kBlock; block * kBlock < b.size(); ++block) {
+      if (hole_block(block) != data) return std::max(offset, block * kBlock);
+    }
+    // Past the last data there is no more data; the end of the file is where a hole starts.
+    if (data) return Status::FromErrno(ENXIO, "seek in memory file");
+    return static_cast<uint64_t>(b.size());
+  }
 
  private:
   std::shared_ptr<MemoryFileData> data_;
@@ -185,6 +228,20 @@ Status FaultyBackingFile::WriteAt(std::span<const ByteSpan> bufs, uint64_t offse
 
 Result<uint64_t> FaultyBackingFile::Size() { return inner_->Size(); }
 Status FaultyBackingFile::Truncate(uint64_t size) { return inner_->Truncate(size); }
+
+Status FaultyBackingFile::Allocate(uint64_t offset, uint64_t length, bool punch_hole) {
+  {
+    std::lock_guard lock(mu_);
+    // Reserving space is what fails on a full disk; punching frees it.
+    if (!punch_hole && plan_.write_budget == 0)
+      return Status::FromErrno(plan_.write_errno, "allocate cipher file space (injected)");
+  }
+  return inner_->Allocate(offset, length, punch_hole);
+}
+
+Result<uint64_t> FaultyBackingFile::Seek(uint64_t offset, bool data) {
+  return inner_->Seek(offset, data);
+}
 
 Status FaultyBackingFile::Sync(bool data_only) {
   {

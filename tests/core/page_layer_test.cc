@@ -12,6 +12,7 @@
 
 #include "sigilfs/crypt/random.h"
 #include "test_support/backends.h"
+#include "test_support/contents.h"
 #include "test_support/pattern.h"
 
 namespace sigilfs::core {
@@ -21,6 +22,8 @@ using test::BackendKind;
 using test::TestBackend;
 
 using test::Pattern;
+using test::ReadAll;
+using test::WriteAll;
 
 class PageLayerTest
     : public ::testing::TestWithParam<std::tuple<BackendKind, crypt::AeadAlgorithm>> {
@@ -43,20 +46,6 @@ class PageLayerTest
 
   Result<std::unique_ptr<FileContents>> TryOpen(const std::string& name) {
     return layer_->Open(backend_.Open(name), name);
-  }
-
-  static std::vector<uint8_t> ReadAll(FileContents& f) {
-    std::vector<uint8_t> out(f.size());
-    auto n = f.Read(0, out);
-    EXPECT_TRUE(n.ok()) << n.status().ToString();
-    if (n.ok()) out.resize(*n);
-    return out;
-  }
-
-  static void WriteAll(FileContents& f, uint64_t off, const std::vector<uint8_t>& data) {
-    auto n = f.Write(off, data);
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
-    ASSERT_EQ(*n, data.size());
   }
 
   uint64_t Counter(const FileContents& f, PageCounter c) { return f.counters().Get(c); }

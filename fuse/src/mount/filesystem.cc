@@ -290,6 +290,11 @@ Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
 
+Result<Entry> Filesystem::DoLookupStored(Inode& parent, int dirfd, const std::string& stored) {
+  std::shared_lock tree(tree_mu_);
+  return EntryAt(parent.shared_from_this(), dirfd, stored);
+}
+
 Result<struct stat> Filesystem::DoGetattr(Inode& inode) {
   struct stat st;
   {
@@ -462,6 +467,27 @@ Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& 
   if (append) return c->Write(c->size(), source, length);  // appenders serialize on inode.mu
   lock.unlock();
   return c->Write(offset, source, length);
+}
+
+Status Filesystem::DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t length) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "fallocate");
+  std::shared_ptr<core::FileContents> c;
+  {
+    std::lock_guard lock(inode.mu);
+    c = inode.contents;
+  }
+  if (!c) return Status::FromErrno(EBADF, "fallocate");
+  return c->Allocate(mode, offset, length);
+}
+
+Result<uint64_t> Filesystem::DoSeekData(Inode& inode, uint64_t offset, bool data) {
+  std::shared_ptr<core::FileContents> c;
+  {
+    std::lock_guard lock(inode.mu);
+    c = inode.contents;
+  }
+  if (!c) return Status::FromErrno(EBADF, "lseek");
+  return c->SeekData(offset, data);
 }
 
 Status Filesystem::DoFlush(Inode& inode) {

@@ -92,6 +92,8 @@ class Filesystem {
   void Forget(uint64_t nodeid, uint64_t n);
 
   Result<Entry> DoLookup(Inode& parent, const std::string& name);
+  // A lookup by stored name in an open directory (readdirplus: the listing already decoded it).
+  Result<Entry> DoLookupStored(Inode& parent, int dirfd, const std::string& stored);
   Result<struct stat> DoGetattr(Inode& inode);
   Result<struct stat> DoSetattr(Inode& inode, const struct stat& attr, int to_set);
   Result<std::string> DoReadlink(Inode& inode);
@@ -114,6 +116,9 @@ class Filesystem {
   Result<size_t> DoRead(Inode& inode, uint64_t offset, MutableByteSpan out);
   Result<size_t> DoWrite(Inode& inode, uint64_t offset, core::Source& source, size_t length,
                          bool append);
+  // fallocate (mode as fallocate(2)) and lseek SEEK_DATA/SEEK_HOLE on an open regular file.
+  Status DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t length);
+  Result<uint64_t> DoSeekData(Inode& inode, uint64_t offset, bool data);
   Status DoFlush(Inode& inode);
   Status DoFsync(Inode& inode, bool datasync);
   Status DoRelease(Inode& inode, bool writer);

@@ -199,6 +199,22 @@ void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   ReplyStatus(req, Fs(req).DoFlush(*InodeOf(req, ino)));
 }
 
+void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+               fuse_file_info*) {
+  if (offset < 0 || length <= 0) return Fail(req, EINVAL);
+  ReplyStatus(req, Fs(req).DoFallocate(*InodeOf(req, ino), mode, static_cast<uint64_t>(offset),
+                                       static_cast<uint64_t>(length)));
+}
+
+// Only SEEK_DATA and SEEK_HOLE reach the filesystem; the kernel answers the others itself.
+void Lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
+  if ((whence != SEEK_DATA && whence != SEEK_HOLE) || offset < 0) return Fail(req, EINVAL);
+  auto at =
+      Fs(req).DoSeekData(*InodeOf(req, ino), static_cast<uint64_t>(offset), whence == SEEK_DATA);
+  if (!at.ok()) return ReplyError(req, at.status());
+  fuse_reply_lseek(req, static_cast<off_t>(*at));
+}
+
 void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   ReplyStatus(req, Fs(req).DoFsync(*InodeOf(req, ino), datasync != 0));
 }
@@ -315,18 +331,18 @@ void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) == 0) (void)h->release();
 }
 
-void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+// Readdir and readdirplus: one listing, entries added by `add` (which returns the bytes it
+// needed, more than what was left when the reply is full).
+template <typename Add>
+void ReplyListing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi,
+                  Add add) {
   std::vector<char> buf(size);
   size_t used = 0;
   Filesystem::DirHandle* h = HandleOf(fi);
   Status s = Fs(req).volume().ListDirectory(
       h->fd, h->iv, offset,
       [&](const core::DirEntry& e) {
-        struct stat st {};
-        st.st_ino = e.ino;
-        st.st_mode = static_cast<mode_t>(e.type) << 12;
-        const size_t n = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st,
-                                           e.next_offset);
+        const size_t n = add(e, buf.data() + used, size - used);
         if (n > size - used) return false;  // full: the kernel asks again from this entry
         used += n;
         return true;
@@ -337,6 +353,37 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
       });
   if (!s.ok() && used == 0) return ReplyError(req, s);
   fuse_reply_buf(req, buf.data(), used);
+}
+
+void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  ReplyListing(req, ino, size, offset, fi, [req](const core::DirEntry& e, char* at, size_t left) {
+    struct stat st {};
+    st.st_ino = e.ino;
+    st.st_mode = static_cast<mode_t>(e.type) << 12;
+    return fuse_add_direntry(req, at, left, e.name.c_str(), &st, e.next_offset);
+  });
+}
+
+// Entries with their attributes, so `ls -l`, tar, rsync and rm -r need no lookup per name. Each
+// entry handed over is a lookup reference the kernel will forget; one that does not fit is
+// given back at once. "." and "..", and entries that vanished meanwhile, go without (node id 0
+// tells the kernel to look them up itself).
+void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  Filesystem& fs = Fs(req);
+  const std::shared_ptr<Inode> dir = fs.Get(ino);
+  const int dirfd = HandleOf(fi)->fd;
+  ReplyListing(req, ino, size, offset, fi, [&](const core::DirEntry& e, char* at, size_t left) {
+    fuse_entry_param p{};
+    p.attr.st_ino = e.ino;
+    p.attr.st_mode = static_cast<mode_t>(e.type) << 12;
+    if (e.stored != "." && e.stored != "..") {
+      auto entry = fs.DoLookupStored(*dir, dirfd, e.stored);
+      if (entry.ok()) p = EntryParam(req, *entry);
+    }
+    const size_t n = fuse_add_direntry_plus(req, at, left, e.name.c_str(), &p, e.next_offset);
+    if (n > left && p.ino != 0) fs.Forget(p.ino, 1);
+    return n;
+  });
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
@@ -378,9 +425,12 @@ fuse_lowlevel_ops MakeOperations(bool xattrs) {
   ops.write_buf = WriteBuf;
   ops.flush = Flush;
   ops.fsync = Fsync;
+  ops.fallocate = Fallocate;
+  ops.lseek = Lseek;
   ops.release = Release;
   ops.opendir = Opendir;
   ops.readdir = Readdir;
+  ops.readdirplus = Readdirplus;
   ops.releasedir = Releasedir;
   ops.fsyncdir = Fsyncdir;
   ops.statfs = Statfs;

@@ -26,6 +26,12 @@ class BackingFile {
   virtual Result<uint64_t> Size() = 0;
   virtual Status Truncate(uint64_t size) = 0;
   virtual Status Sync(bool data_only) = 0;
+  // Space of the cipher file, never its length: reserves [offset, offset + length) (fallocate
+  // with FALLOC_FL_KEEP_SIZE), or with `punch_hole` frees it so it reads as zeros.
+  virtual Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) = 0;
+  // lseek(SEEK_DATA) (`data`) or lseek(SEEK_HOLE) from `offset`: where the next stretch of data
+  // or hole starts, at the store's block granularity; errno ENXIO at or past the end.
+  virtual Result<uint64_t> Seek(uint64_t offset, bool data) = 0;
   // A hint that [offset, offset + length) will be read soon (the kernel may start reading it).
   virtual void WillNeed(uint64_t offset, uint64_t length) {
     (void)offset;
@@ -36,7 +42,8 @@ class BackingFile {
 // Takes ownership of `fd` (closed on destruction).
 std::unique_ptr<BackingFile> NewPosixBackingFile(int fd);
 
-// Bytes of a memory "file", shareable so a test can reopen the same file.
+// Bytes of a memory "file", shareable so a test can reopen the same file. Like a sparse file on
+// a filesystem with 4 KiB blocks, its holes are the aligned 4 KiB blocks of zeros.
 struct MemoryFileData {
   std::mutex mu;
   std::vector<uint8_t> bytes;  // GUARDED_BY(mu)
@@ -61,6 +68,8 @@ class FaultyBackingFile : public BackingFile {
   Result<uint64_t> Size() override;
   Status Truncate(uint64_t size) override;
   Status Sync(bool data_only) override;
+  Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) override;
+  Result<uint64_t> Seek(uint64_t offset, bool data) override;
 
  private:
   std::unique_ptr<BackingFile> inner_;

@@ -1,0 +1,143 @@
+// Space of an open file: fallocate (reserve, punch, zero) and SEEK_DATA / SEEK_HOLE.
+#include <fcntl.h>
+#include <linux/falloc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+#include "sigilfs/core/page_layer.h"
+
+namespace sigilfs::core {
+namespace {
+
+constexpr int kReserveOnly = FALLOC_FL_KEEP_SIZE;
+constexpr int kKnownModes = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+
+// Writes zeros over [offset, end) through the ordinary write path (sealed zeros, not holes).
+Status WriteZeros(FileContents& file, uint64_t offset, uint64_t end) {
+  static const std::vector<uint8_t> kZeros(1 << 20, 0);
+  while (offset < end) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kZeros.size(), end - offset));
+    SIGILFS_ASSIGN_OR_RETURN(size_t done, file.Write(offset, ByteSpan(kZeros).first(n)));
+    if (done == 0) return Status(Code::kInternal, file.label() + ": zeroing made no progress");
+    offset += done;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
+  const bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0;
+  const bool zero = (mode & FALLOC_FL_ZERO_RANGE) != 0;
+  // As Linux: punching must keep the size, and punching and zeroing do not mix.
+  if ((mode & ~kKnownModes) != 0 || (punch && (mode & FALLOC_FL_KEEP_SIZE) == 0) || (punch && zero))
+    return Status::FromErrno(EOPNOTSUPP, label_ + ": fallocate mode not supported");
+  if (length == 0) return Status::FromErrno(EINVAL, label_ + ": fallocate of no bytes");
+  if (offset > kMaxFileSize || length > kMaxFileSize - offset)
+    return Status::FromErrno(EFBIG, label_ + ": fallocate past the largest file size");
+  {
+    std::shared_lock lock(mu_);
+    SIGILFS_RETURN_IF_ERROR(Frozen());
+  }
+  const uint64_t end = offset + length;
+
+  if (punch || zero) {
+    // Pages wholly inside the range (of the file as it is) become holes, the rest zeros.
+    const uint64_t old_size = size();
+    const uint64_t stop = std::min(end, old_size);
+    if (offset < stop) {
+      const uint64_t last_page = PageGeometry::PageCount(old_size) - 1;
+      const uint64_t first_whole = (offset + kPageSize - 1) / kPageSize;
+      const uint64_t end_whole = std::min(stop / kPageSize, last_page);
+      if (layer_.options_.strict_holes || first_whole >= end_whole) {
+        SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, offset, stop));
+      } else {
+        SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, offset, first_whole * kPageSize));
+        SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, end_whole * kPageSize, stop));
+        SIGILFS_RETURN_IF_ERROR(PunchPages(first_whole, end_whole));
+      }
+    }
+    if (punch) return Status::Ok();
+  }
+
+  // Reserve the units that will hold pages [offset, end), then (without KEEP_SIZE) grow over
+  // them: in this order, a full disk fails the call before the size changes.
+  const PageGeometry& g = layer_.geometry_;
+  const uint64_t first = offset / kPageSize;
+  const uint64_t pages = PageGeometry::PageCount(end) - first;
+  SIGILFS_RETURN_IF_ERROR(
+      backing_->Allocate(g.UnitOffset(first), pages * g.unit_size(), false).WithContext(label_));
+  if ((mode & FALLOC_FL_KEEP_SIZE) != 0) return Status::Ok();
+  return Resize(end, /*only_grow=*/true);
+}
+
+Status FileContents::PunchPages(uint64_t first, uint64_t end) {
+  const PageGeometry& g = layer_.geometry_;
+  std::lock_guard wb(writeback_mu_);
+  // Everything dirty goes to the disk first: the old last page is then settled (a write-back
+  // never re-seals a page inside the hole afterwards), and no dirty copy of a punched page
+  // outlives the punch.
+  SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
+  {
+    std::unique_lock lock(mu_);
+    SIGILFS_RETURN_IF_ERROR(Frozen());
+    // The file may have shrunk since the caller looked: never punch its (new) last page.
+    end = std::min(end, PageGeometry::PageCount(size_) - 1);
+    if (first >= end) return Status::Ok();
+    DropRangeLocked(first, end);
+    ++cache_epoch_;  // a read that loaded these pages before the punch must not cache them
+  }
+  Status s = backing_->Allocate(g.UnitOffset(first), (end - first) * g.unit_size(), true)
+                 .WithContext(label_);
+  std::unique_lock lock(mu_);
+  ++cache_epoch_;  // nor one that loaded them while it ran
+  return s;
+}
+
+Result<std::optional<std::pair<uint64_t, uint64_t>>> FileContents::NextHoleRun(uint64_t from) {
+  const PageGeometry& g = layer_.geometry_;
+  const uint64_t last = PageGeometry::PageCount(size_) - 1;
+  SIGILFS_ASSIGN_OR_RETURN(const uint64_t cipher_size, backing_->Size());
+  // The first page whose unit starts at or after cipher offset `at`, and the end of the pages
+  // whose units end at or before it.
+  auto page_from = [&g](uint64_t at) {
+    return at <= kFileHeaderSize ? 0 : (at - kFileHeaderSize + g.unit_size() - 1) / g.unit_size();
+  };
+  auto page_to = [&g](uint64_t at) {
+    return at <= kFileHeaderSize ? 0 : (at - kFileHeaderSize) / g.unit_size();
+  };
+  uint64_t pos = g.UnitOffset(from);
+  while (pos < cipher_size) {
+    auto hole = backing_->Seek(pos, /*data=*/false);
+    if (!hole.ok() && hole.status().sys_errno() == ENXIO) break;
+    SIGILFS_RETURN_IF_ERROR(hole.status().WithContext(label_));
+    auto data = backing_->Seek(*hole, /*data=*/true);
+    if (!data.ok() && data.status().sys_errno() != ENXIO) return data.status().WithContext(label_);
+    const uint64_t data_at = data.ok() ? *data : cipher_size;
+    const uint64_t a = std::max(from, page_from(*hole));
+    const uint64_t b = std::min(page_to(data_at), last);  // the last page is never a hole
+    if (a >= last) break;
+    if (a < b) return std::optional(std::pair(a, b));
+    if (data_at <= pos) break;  // no progress: the store answered inconsistently
+    pos = data_at;
+  }
+  return std::optional<std::pair<uint64_t, uint64_t>>();
+}
+
+Result<uint64_t> FileContents::SeekData(uint64_t offset, bool data) {
+  // Holes are read off the cipher file, so what is dirty goes there first.
+  std::lock_guard wb(writeback_mu_);
+  SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
+  std::shared_lock lock(mu_);
+  if (offset >= size_) return Status::FromErrno(ENXIO, label_ + ": seek past the end");
+  const uint64_t page = offset / kPageSize;
+  SIGILFS_ASSIGN_OR_RETURN(auto run, NextHoleRun(page));
+  const bool in_hole = run.has_value() && run->first <= page;
+  if (data) return in_hole ? run->second * kPageSize : offset;
+  if (in_hole) return offset;
+  return run.has_value() ? run->first * kPageSize : size_;
+}
+
+}  // namespace sigilfs::core
