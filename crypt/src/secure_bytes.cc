@@ -2,8 +2,11 @@
 #include "sigilfs/crypt/secure_bytes.h"
 
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <sodium.h>
 
+#include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,18 +48,43 @@ class SlotPool {
 
  private:
   static constexpr size_t kSlotsPerArena = 1024;  // 64 KiB: one mlock'ed region
+  static constexpr size_t kArenaBytes = kSlotsPerArena * kSecureSlotSize;
+  // Arenas relocked after fork; beyond this many (16 M keys alive at once) they are not.
+  static constexpr size_t kMaxTrackedArenas = 16384;
+
+  SlotPool() {
+    // mlock is not inherited across fork: a daemon that forks after unlocking (fuse_daemonize)
+    // would hold its keys in swappable memory. MADV_DONTDUMP is inherited; the lock is redone.
+    (void)pthread_atfork(nullptr, nullptr, &RelockInChild);
+  }
+
+  // Runs in the child of fork, single-threaded: no locks (another thread may have held mu_).
+  static void RelockInChild() {
+    SlotPool& pool = Get();
+    const size_t n = pool.arena_count_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) (void)sodium_mlock(pool.arenas_[i], kArenaBytes);
+  }
 
   void Grow() {
+    free_.reserve(free_.size() + kSlotsPerArena);  // first: nothing to undo if it throws
     // sodium_malloc mlocks the pages and marks them MADV_DONTDUMP; when mlock fails (a low
-    // RLIMIT_MEMLOCK) it still returns guarded memory, which is better than failing.
-    auto* arena = static_cast<uint8_t*>(sodium_malloc(kSlotsPerArena * kSecureSlotSize));
+    // RLIMIT_MEMLOCK) it still returns guarded memory, which is better than failing. Its
+    // contents are filler bytes: zero them, so a slot never starts with anything in it.
+    auto* arena = static_cast<uint8_t*>(sodium_malloc(kArenaBytes));
     if (arena == nullptr) throw std::bad_alloc();
-    free_.reserve(free_.size() + kSlotsPerArena);
+    sodium_memzero(arena, kArenaBytes);
+    const size_t n = arena_count_.load(std::memory_order_relaxed);
+    if (n < kMaxTrackedArenas) {
+      arenas_[n] = arena;
+      arena_count_.store(n + 1, std::memory_order_release);
+    }
     for (size_t i = kSlotsPerArena; i-- > 0;) free_.push_back(arena + i * kSecureSlotSize);
   }
 
   std::mutex mu_;
-  std::vector<uint8_t*> free_;
+  std::vector<uint8_t*> free_;                        // GUARDED_BY(mu_)
+  std::array<uint8_t*, kMaxTrackedArenas> arenas_{};  // written under mu_, read after fork
+  std::atomic<size_t> arena_count_{0};
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "sigilfs/crypt/secure_bytes.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,13 +66,28 @@ TEST(SecureBytesTest, KeysLiveInLockedUndumpableMemory) {
   }
 }
 
+// mlock does not survive fork; a daemon forks after unlocking, so the pool locks again.
+TEST(SecureBytesTest, KeysMadeBeforeAForkAreLockedInTheChild) {
+  if (geteuid() != 0) GTEST_SKIP() << "mlock may be refused without privileges";
+  SecureBytes key(32);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string flags = VmFlagsOf(key.data());
+    ::_exit(flags.find(" lo") != std::string::npos && flags.find(" dd") != std::string::npos ? 0
+                                                                                             : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "not locked in the child";
+}
+
 TEST(SecureBytesTest, APooledSlotIsWipedWhenReleased) {
   SecureBytes key(32);
   std::fill(key.data(), key.data() + key.size(), uint8_t{0x5c});
   // Slots stay mapped after release (the arena is kept), so looking at one afterwards is safe.
   const uint8_t* slot = key.data();
   key.Truncate(8);
-  EXPECT_TRUE(AllZero(slot + 8, kSecureSlotSize - 8));
+  EXPECT_TRUE(AllZero(slot + 8, 32 - 8));
   key = SecureBytes();
   EXPECT_TRUE(AllZero(slot, kSecureSlotSize));
 }

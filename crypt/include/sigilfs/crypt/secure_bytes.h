@@ -16,8 +16,9 @@ inline constexpr size_t kSecureSlotSize = 64;
 // Buffers of at most kSecureSlotSize bytes (keys) are slots of a shared sodium_malloc arena
 // instead of a region of their own: a region costs about eight system calls to set up and tear
 // down (mmap, mprotect, mlock, madvise, munmap…), which the daemon would otherwise pay twice
-// per file opened. Slots are locked and undumpable like regions, and wiped when given back; only
-// the guard page between neighbouring slots is given up.
+// per file opened. Slots are locked and undumpable like regions (locked again in the child of a
+// fork, which does not inherit mlock), and wiped when given back; only the guard page between
+// neighbouring slots is given up.
 // Thread-safety: REQUIRES external synchronization for writes; concurrent reads are safe.
 class SecureBytes {
  public:
