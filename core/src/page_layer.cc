@@ -365,6 +365,15 @@ void FileContents::DropRangeLocked(uint64_t first, uint64_t end) {
     DropPageLocked(it++);
 }
 
+void FileContents::DropCleanRangeLocked(uint64_t first, uint64_t end) {
+  for (auto it = pages_.lower_bound(first); it != pages_.end() && it->first < end;) {
+    if (it->second.dirty())
+      ++it;
+    else
+      DropPageLocked(it++);
+  }
+}
+
 // Keeps the cache within bounds by dropping the least recently used clean pages, a quarter at
 // a time. The scan runs only when the cache has grown past the mark set by the previous one,
 // so a cache full of dirty pages is not rescanned on every write.
@@ -736,9 +745,14 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
               0, std::min<int64_t>(static_cast<int64_t>(count),
                                    static_cast<int64_t>(PageGeometry::PageCount(disk_size_)) -
                                        static_cast<int64_t>(first)))));
+    // Growing past the stored last page makes the write-back re-seal it as not-last: read it
+    // now, so a damaged one (a torn tail) fails the write before the size changes.
+    if (disk_size_ > 0 && (first + count) * kPageSize > disk_size_) {
+      const uint64_t old_last = PageGeometry::PageCount(disk_size_) - 1;
+      if (old_last < first) SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(old_last));
+    }
     // The run supersedes whatever the cache holds for these pages (dirty or not).
-    for (auto it = pages_.lower_bound(first); it != pages_.end() && it->first < first + count;)
-      DropPageLocked(it++);
+    DropRangeLocked(first, first + count);
     ++cache_epoch_;
     size_ = std::max<uint64_t>(size_, (first + count) * kPageSize);
   }
@@ -746,7 +760,11 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
   Status s = WriteBackLocked(&run);
   {
     std::unique_lock lock(mu_);
-    ++cache_epoch_;  // readers that loaded these pages before the write must not cache them
+    // A reader that took its snapshot after the first bump may have loaded a page before the
+    // run landed and cached it since: clean pages of the run are dropped (dirty ones are
+    // newer writes), and readers still loading must not cache what they got.
+    DropCleanRangeLocked(first, first + count);
+    ++cache_epoch_;
     if (s.ok() && (first + count) * kPageSize == size_) {
       // Keep the file's last page: the next append re-seals it as not-last without a read.
       auto buf = NewPageBuffer();

@@ -54,9 +54,14 @@ Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
       if (layer_.options_.strict_holes || first_whole >= end_whole) {
         SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, offset, stop));
       } else {
+        // The whole pages first: a store that cannot punch fails a punch before anything
+        // changed, and a zero-range falls back to sealed zeros.
+        Status punched = PunchPages(first_whole, end_whole);
+        if (!punched.ok() && punched.sys_errno() == EOPNOTSUPP && zero)
+          punched = WriteZeros(*this, first_whole * kPageSize, end_whole * kPageSize);
+        SIGILFS_RETURN_IF_ERROR(punched);
         SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, offset, first_whole * kPageSize));
         SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, end_whole * kPageSize, stop));
-        SIGILFS_RETURN_IF_ERROR(PunchPages(first_whole, end_whole));
       }
     }
     if (punch) return Status::Ok();
@@ -83,8 +88,12 @@ Status FileContents::PunchPages(uint64_t first, uint64_t end) {
   {
     std::unique_lock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
-    // The file may have shrunk since the caller looked: never punch its (new) last page.
-    end = std::min(end, PageGeometry::PageCount(size_) - 1);
+    // The file may have changed since the caller looked: never punch its last page, nor the
+    // last page stored (a writer may have grown the file since the write-back; that page is
+    // re-sealed as not-last from its stored copy).
+    if (size_ == 0 || disk_size_ == 0) return Status::Ok();
+    end = std::min(
+        {end, PageGeometry::PageCount(size_) - 1, PageGeometry::PageCount(disk_size_) - 1});
     if (first >= end) return Status::Ok();
     DropRangeLocked(first, end);
     ++cache_epoch_;  // a read that loaded these pages before the punch must not cache them
@@ -92,7 +101,11 @@ Status FileContents::PunchPages(uint64_t first, uint64_t end) {
   Status s = backing_->Allocate(g.UnitOffset(first), (end - first) * g.unit_size(), true)
                  .WithContext(label_);
   std::unique_lock lock(mu_);
-  ++cache_epoch_;  // nor one that loaded them while it ran
+  // A read that took its snapshot after the first bump may have loaded a page before the punch
+  // landed and cached it since: clean pages are dropped again; loads still running must not
+  // cache what they got.
+  DropCleanRangeLocked(first, end);
+  ++cache_epoch_;
   return s;
 }
 

@@ -373,6 +373,8 @@ TEST_P(TornTailTest, AWriterRepairsATornTailByTruncatingOrRewritingIt) {
       EXPECT_FALSE(f->Write(size, bytes).ok());
       EXPECT_FALSE(f->Write(20 * 4096, bytes).ok());
       EXPECT_FALSE(f->Truncate(30 * 4096).ok());
+      // A large aligned write past it goes past the cache, and fails before the size changes.
+      EXPECT_FALSE(f->Write(16 * 4096, Pattern(64 * 4096, 18)).ok());
       EXPECT_EQ(f->size(), size);
       EXPECT_TRUE(f->Flush().ok());
       EXPECT_EQ(backend_.Raw("a"), torn);

@@ -222,7 +222,8 @@ class FileContents {
   Page& InsertPageLocked(uint64_t index, PageBuffer data, bool dirty);
   void MarkDirtyLocked(uint64_t index, Page& page);
   void DropPageLocked(std::map<uint64_t, Page>::iterator it);
-  void DropRangeLocked(uint64_t first, uint64_t end);  // pages [first, end), dirty or not
+  void DropRangeLocked(uint64_t first, uint64_t end);       // pages [first, end), dirty or not
+  void DropCleanRangeLocked(uint64_t first, uint64_t end);  // only the clean ones
   // Truncate, or with `only_grow` a size that is only ever raised (fallocate beside writers).
   Status Resize(uint64_t new_size, bool only_grow);
   // Whole pages [first, end), none of them the last, become holes (Allocate's punch).
