@@ -1,5 +1,7 @@
 // `sigilfs mount` and `sigilfs unmount`.
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -9,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "../mount/daemon.h"
@@ -52,8 +55,9 @@ Result<std::chrono::seconds> ParseDuration(const std::string& text) {
 // MOUNTPOINT -o ...,remount,...`): the running daemon stays, and the kernel flips the mount's
 // read-only flag (FUSE supports that; writes then fail with EROFS before reaching the daemon).
 // The flags the mount has (nosuid, nodev, ...) are passed again: a remount drops those omitted.
-int RunRemount(const std::string& mountpoint, bool read_only) {
+int RunRemount(const std::string& mountpoint, std::optional<bool> read_only) {
   constexpr long kFuseSuperMagic = 0x65735546;
+  constexpr unsigned long kStNoSymfollow = 0x2000;  // ST_NOSYMFOLLOW: Linux 5.10, glibc 2.37
   struct statfs sf;
   if (::statfs(mountpoint.c_str(), &sf) != 0)
     return Fail(Status::FromErrno(errno, "remount " + mountpoint));
@@ -63,11 +67,14 @@ int RunRemount(const std::string& mountpoint, bool read_only) {
   struct statvfs sv;
   if (::statvfs(mountpoint.c_str(), &sv) != 0)
     return Fail(Status::FromErrno(errno, "remount " + mountpoint));
-  unsigned long flags = MS_REMOUNT | (read_only ? MS_RDONLY : 0);
+  // Neither ro nor rw given: the mount stays as it is.
+  const bool ro = read_only.value_or((sv.f_flag & ST_RDONLY) != 0);
+  unsigned long flags = MS_REMOUNT | (ro ? MS_RDONLY : 0);
   const std::pair<unsigned long, unsigned long> kept[] = {
-      {ST_NOSUID, MS_NOSUID},          {ST_NODEV, MS_NODEV},           {ST_NOEXEC, MS_NOEXEC},
-      {ST_NOATIME, MS_NOATIME},        {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME},
-      {ST_SYNCHRONOUS, MS_SYNCHRONOUS}};
+      {ST_NOSUID, MS_NOSUID},           {ST_NODEV, MS_NODEV},
+      {ST_NOEXEC, MS_NOEXEC},           {ST_NOATIME, MS_NOATIME},
+      {ST_NODIRATIME, MS_NODIRATIME},   {ST_RELATIME, MS_RELATIME},
+      {ST_SYNCHRONOUS, MS_SYNCHRONOUS}, {kStNoSymfollow, MS_NOSYMFOLLOW}};
   for (const auto& [has, keep] : kept)
     if ((sv.f_flag & has) != 0) flags |= keep;
   if (::mount(nullptr, mountpoint.c_str(), nullptr, flags, nullptr) != 0)
@@ -84,6 +91,7 @@ int RunMount(MountArgs a) {
   if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   d.foreground = a.foreground;
   bool remount = false;
+  std::optional<bool> read_only;  // the last ro or rw given
   for (const std::string& group : a.options) {
     std::stringstream in(group);
     std::string opt;
@@ -93,7 +101,7 @@ int RunMount(MountArgs a) {
       const std::string key = opt.substr(0, eq),
                         value = eq == std::string::npos ? "" : opt.substr(eq + 1);
       if (opt == "ro" || opt == "rw")  // the last one counts, as with mount(8)
-        d.read_only = opt == "ro";
+        read_only = opt == "ro";
       else if (opt == "remount")
         remount = true;
       else if (opt == "noxattr")
@@ -110,7 +118,14 @@ int RunMount(MountArgs a) {
         d.fuse_options.push_back(opt);
     }
   }
-  if (remount) return RunRemount(d.mountpoint, d.read_only);
+  if (remount) return RunRemount(d.mountpoint, read_only);
+  d.read_only = read_only.value_or(false);
+  // Before the passphrase is read: no core dump of this process, and no reading of its memory
+  // by other processes of the same user. The keys themselves are in locked, undumpable memory,
+  // but OpenSSL keeps each file's AES key schedule (which begins with the key) in its own heap.
+  (void)::prctl(PR_SET_DUMPABLE, 0);
+  const struct rlimit no_core = {0, 0};
+  (void)::setrlimit(RLIMIT_CORE, &no_core);
   if (!a.idle.empty()) {
     auto idle = ParseDuration(a.idle);
     if (!idle.ok()) return Fail(idle.status());

@@ -332,9 +332,10 @@ void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 // Readdir and readdirplus: one listing, entries added by `add` (which returns the bytes it
-// needed, more than what was left when the reply is full).
+// needed, more than what was left when the reply is full). False if no listing reached the
+// kernel (an error reply, or a reply the kernel no longer waited for).
 template <typename Add>
-void ReplyListing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi,
+bool ReplyListing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi,
                   Add add) {
   std::vector<char> buf(size);
   size_t used = 0;
@@ -351,8 +352,11 @@ void ReplyListing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fus
         Log("directory %llu: skipping damaged entry %s: %s", static_cast<unsigned long long>(ino),
             stored.c_str(), why.ToString().c_str());
       });
-  if (!s.ok() && used == 0) return ReplyError(req, s);
-  fuse_reply_buf(req, buf.data(), used);
+  if (!s.ok() && used == 0) {
+    ReplyError(req, s);
+    return false;
+  }
+  return fuse_reply_buf(req, buf.data(), used) == 0;
 }
 
 void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
@@ -372,18 +376,28 @@ void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse
   Filesystem& fs = Fs(req);
   const std::shared_ptr<Inode> dir = fs.Get(ino);
   const int dirfd = HandleOf(fi)->fd;
-  ReplyListing(req, ino, size, offset, fi, [&](const core::DirEntry& e, char* at, size_t left) {
-    fuse_entry_param p{};
-    p.attr.st_ino = e.ino;
-    p.attr.st_mode = static_cast<mode_t>(e.type) << 12;
-    if (e.stored != "." && e.stored != "..") {
-      auto entry = fs.DoLookupStored(*dir, dirfd, e.stored);
-      if (entry.ok()) p = EntryParam(req, *entry);
-    }
-    const size_t n = fuse_add_direntry_plus(req, at, left, e.name.c_str(), &p, e.next_offset);
-    if (n > left && p.ino != 0) fs.Forget(p.ino, 1);
-    return n;
-  });
+  std::vector<fuse_ino_t> handed;  // lookup references in the reply
+  const bool sent =
+      ReplyListing(req, ino, size, offset, fi, [&](const core::DirEntry& e, char* at, size_t left) {
+        fuse_entry_param p{};
+        p.attr.st_ino = e.ino;
+        p.attr.st_mode = static_cast<mode_t>(e.type) << 12;
+        if (e.stored != "." && e.stored != "..") {
+          auto entry = fs.DoLookupStored(*dir, dirfd, e.stored);
+          if (entry.ok()) p = EntryParam(req, *entry);
+        }
+        const size_t n = fuse_add_direntry_plus(req, at, left, e.name.c_str(), &p, e.next_offset);
+        if (p.ino != 0) {
+          if (n > left)
+            fs.Forget(p.ino, 1);
+          else
+            handed.push_back(p.ino);
+        }
+        return n;
+      });
+  // The kernel never saw them: give the references back, as ReplyEntry does.
+  if (!sent)
+    for (fuse_ino_t id : handed) fs.Forget(id, 1);
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
