@@ -14,6 +14,7 @@ constexpr char kDataName[] = "sigilfs_password";
 
 // One allocation, locked and wiped as a whole: the size, then the bytes and a NUL.
 struct Kept {
+  uid_t uid;  // whose password it is
   size_t size;
   char* bytes() { return reinterpret_cast<char*>(this + 1); }
   const char* bytes() const { return reinterpret_cast<const char*>(this + 1); }
@@ -32,7 +33,7 @@ void Wipe(pam_handle_t*, void* data, int) {
 
 }  // namespace
 
-void KeepPassword(pam_handle_t* pamh, std::string_view password, const Log& log) {
+void KeepPassword(pam_handle_t* pamh, std::string_view password, uid_t uid, const Log& log) {
   const size_t total = AllocationSize(password.size());
   auto* kept = static_cast<Kept*>(std::malloc(total));
   if (kept == nullptr) {
@@ -43,6 +44,7 @@ void KeepPassword(pam_handle_t* pamh, std::string_view password, const Log& log)
   // Locked before the password is copied in. Best effort: a failure to lock (RLIMIT_MEMLOCK)
   // only means it might reach swap.
   (void)::mlock(kept, total);
+  kept->uid = uid;
   kept->size = password.size();
   std::memcpy(kept->bytes(), password.data(), password.size());
   kept->bytes()[password.size()] = '\0';
@@ -52,10 +54,11 @@ void KeepPassword(pam_handle_t* pamh, std::string_view password, const Log& log)
   }
 }
 
-std::string_view KeptPassword(pam_handle_t* pamh) {
+std::string_view KeptPassword(pam_handle_t* pamh, uid_t uid) {
   const void* data = nullptr;
   if (pam_get_data(pamh, kDataName, &data) != PAM_SUCCESS || data == nullptr) return {};
   const auto* kept = static_cast<const Kept*>(data);
+  if (kept->uid != uid) return {};
   return {kept->bytes(), kept->size};
 }
 

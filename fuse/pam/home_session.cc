@@ -29,11 +29,12 @@ std::string Fusermount() {
 
 // Mounts the vault with the password kept by `auth`; logs why not when it does not.
 void Mount(pam_handle_t* pamh, const Account& a, const Options& options, const Log& log) {
-  const std::string_view password = KeptPassword(pamh);
+  const std::string_view password = KeptPassword(pamh, a.uid);
   if (password.empty()) {
     log.Warning(
-        "no password from this login (a key or token, or pam_sigilfs is not in the auth "
-        "stack after pam_unix): %s stays unmounted",
+        "no password from this login for this account (a key or token, another account's "
+        "authentication as with sudo -u, or pam_sigilfs is not in the auth stack after "
+        "pam_unix): %s stays unmounted",
         a.home.c_str());
     return;
   }

@@ -36,19 +36,20 @@ int Guarded(pam_handle_t* pamh, int fallback, Body body) {
 
 // `auth`: keeps the password the modules above (pam_unix) read, for open_session. It never
 // prompts (a key or token login has no password to give, and a second question would be
-// wrong) and never decides anything: the result is PAM_SUCCESS, so use it as `optional`.
+// wrong) and never decides anything: the result is PAM_IGNORE, so that even a line
+// misconfigured as `sufficient` cannot let anyone in.
 int KeepPasswordForSession(pam_handle_t* pamh, const Options& options, const Log& log) {
   const void* item = nullptr;
   if (pam_get_item(pamh, PAM_AUTHTOK, &item) != PAM_SUCCESS || item == nullptr ||
       static_cast<const char*>(item)[0] == '\0') {
     log.Debug("no password to keep (is pam_sigilfs after pam_unix in the auth stack?)");
-    return PAM_SUCCESS;
+    return PAM_IGNORE;
   }
   const auto account = sigilfs::pam::LookUpAccount(pamh, options, log);
   // Only users with a vault have their password kept, and only until open_session.
   if (account && sigilfs::pam::HasVault(*account))
-    sigilfs::pam::KeepPassword(pamh, static_cast<const char*>(item), log);
-  return PAM_SUCCESS;
+    sigilfs::pam::KeepPassword(pamh, static_cast<const char*>(item), account->uid, log);
+  return PAM_IGNORE;
 }
 
 }  // namespace
@@ -56,14 +57,14 @@ int KeepPasswordForSession(pam_handle_t* pamh, const Options& options, const Log
 extern "C" {
 
 int pam_sm_authenticate(pam_handle_t* pamh, int /*flags*/, int argc, const char** argv) {
-  return Guarded(pamh, PAM_SUCCESS, [&] {
+  return Guarded(pamh, PAM_IGNORE, [&] {
     const Options options = sigilfs::pam::ParseOptions(pamh, argc, argv);
     return KeepPasswordForSession(pamh, options, Log(pamh, options.debug));
   });
 }
 
 int pam_sm_setcred(pam_handle_t* /*pamh*/, int /*flags*/, int /*argc*/, const char** /*argv*/) {
-  return PAM_SUCCESS;
+  return PAM_IGNORE;
 }
 
 int pam_sm_open_session(pam_handle_t* pamh, int /*flags*/, int argc, const char** argv) {

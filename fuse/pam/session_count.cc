@@ -7,13 +7,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace sigilfs::pam {
 namespace {
+
+// Longer than a mount may take (home_session.cc gives it 60 s).
+constexpr std::chrono::seconds kLockWait{75};
 
 // /run/sigilfs must be root's own directory: anyone able to replace it could make a user's
 // session count lie (mount or unmount at the wrong time).
@@ -41,11 +46,17 @@ std::optional<SessionCount> SessionCount::Lock(uid_t uid, const Log& log) {
     log.Error("open %s: %s", path.c_str(), ErrorText(errno).c_str());
     return std::nullopt;
   }
+  // The holder may run a mount (up to a minute); one that never lets go (a stopped login
+  // process) must not hold every later login of this user forever: wait a bounded time.
+  const auto deadline = std::chrono::steady_clock::now() + kLockWait;
   int rc;
-  while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
-  }
+  while ((rc = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 &&
+         (errno == EINTR || (errno == EWOULDBLOCK && std::chrono::steady_clock::now() < deadline)))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (rc != 0) {
-    log.Error("flock %s: %s", path.c_str(), ErrorText(errno).c_str());
+    log.Error("lock %s: %s: the home is left as it is", path.c_str(),
+              errno == EWOULDBLOCK ? "still held by another session after 75 s"
+                                   : ErrorText(errno).c_str());
     ::close(fd);
     return std::nullopt;
   }

@@ -3,15 +3,21 @@
 // left an empty mount point, undo puts it back; and each refusal leaves everything untouched.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sigilfs/core/config.h"
 #include "test_support/mount.h"
@@ -67,6 +73,57 @@ class SmallFilesystem {
   fs::path dir_;
   bool mounted_ = false;
 };
+
+// The names made in, moved into and moved out of a directory while this watches it (inotify),
+// in order, as "create NAME", "moved_to NAME", "moved_from NAME".
+class DirectoryEvents {
+ public:
+  explicit DirectoryEvents(const fs::path& dir) : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    watching_ = fd_ >= 0 &&
+                ::inotify_add_watch(fd_, dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM) >= 0;
+  }
+  ~DirectoryEvents() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DirectoryEvents(const DirectoryEvents&) = delete;
+  DirectoryEvents& operator=(const DirectoryEvents&) = delete;
+  bool watching() const { return watching_; }
+
+  std::vector<std::string> Read() {
+    std::vector<std::string> out;
+    alignas(inotify_event) char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fd_, buf, sizeof(buf))) > 0;) {
+      for (ssize_t at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+        const std::string name = e->len > 0 ? e->name : "";
+        if (e->mask & IN_Q_OVERFLOW) out.push_back("overflow");
+        if (e->mask & IN_CREATE) out.push_back("create " + name);
+        if (e->mask & IN_MOVED_TO) out.push_back("moved_to " + name);
+        if (e->mask & IN_MOVED_FROM) out.push_back("moved_from " + name);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+      }
+    }
+    return out;
+  }
+
+ private:
+  int fd_;
+  bool watching_ = false;
+};
+
+// SIGILFS_TEST_AFTER_VERIFY (the test-only hook `home setup` runs between the verification of
+// the copy and the removal of the originals) set for the life of this object.
+class AfterVerifyHook {
+ public:
+  explicit AfterVerifyHook(const std::string& command) {
+    ::setenv("SIGILFS_TEST_AFTER_VERIFY", command.c_str(), 1);
+  }
+  ~AfterVerifyHook() { ::unsetenv("SIGILFS_TEST_AFTER_VERIFY"); }
+  AfterVerifyHook(const AfterVerifyHook&) = delete;
+  AfterVerifyHook& operator=(const AfterVerifyHook&) = delete;
+};
+
+std::string Quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
 class HomeTest : public ::testing::Test {
  protected:
@@ -214,6 +271,138 @@ TEST_F(HomeTest, UndoPutsTheHomeBackAndRemovesTheVault) {
   EXPECT_NE(r.out.find("exported and verified"), std::string::npos) << r.out;
   EXPECT_EQ(test::Snapshot(Home()), before);
   EXPECT_FALSE(fs::exists(Vault()));
+  EXPECT_TRUE(fs::is_empty(Tmp("vaults")));  // no temporary name left behind either
+}
+
+// The vault is built under a temporary name pam_sigilfs.so does not look for, and appears at
+// its place only by a rename once its copy of the home is verified.
+TEST_F(HomeTest, TheVaultAppearsAtItsPlaceOnlyOnceVerified) {
+  WriteFile(Home() / "notes", test::Pattern(3000, 1), 0644);
+  Own(Home() / "notes");
+  DirectoryEvents events(Tmp("vaults"));
+  ASSERT_TRUE(events.watching());
+  // Between the verification and the removal: no vault at its place yet, one under a
+  // temporary name.
+  const fs::path seen = Tmp("seen");
+  AfterVerifyHook hook("test ! -e " + Quoted(Vault()) + " && ls -d " + Quoted(Tmp("vaults")) +
+                       "/." + user_->name() + ".setup-* > " + Quoted(seen));
+  ProcessResult r = Setup({"--migrate"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(test::ReadAll(seen).find("/." + user_->name() + ".setup-"), std::string::npos)
+      << r.out << r.err;
+  EXPECT_TRUE(fs::is_empty(Home()));
+  EXPECT_TRUE(fs::exists(Vault() + "/" + core::kConfigFileName));
+
+  const std::vector<std::string> seen_events = events.Read();
+  std::vector<std::string> at_place;
+  for (const std::string& e : seen_events) {
+    if (e.substr(e.find(' ') + 1) == user_->name()) at_place.push_back(e);
+  }
+  EXPECT_EQ(at_place, std::vector<std::string>{"moved_to " + user_->name()})
+      << testing::PrintToString(seen_events);
+  EXPECT_EQ(std::vector<fs::path>(fs::directory_iterator(Tmp("vaults")), {}),
+            std::vector<fs::path>{Vault()});
+}
+
+// A setup that fails in the middle of the copy: its vault never existed at its place, and the
+// home is untouched.
+TEST_F(HomeTest, ASetupFailingMidCopyNeverShowsItsVault) {
+  WriteFile(Home() / "a-notes", test::Pattern(5000, 1), 0644);
+  fs::create_directories(Home() / "b-docs");
+  WriteFile(Home() / "b-docs" / "report", test::Pattern(100, 2), 0600);
+  // A symlink target longer than a vault stores: the copy stops there.
+  fs::create_symlink(std::string(3100, 't'), Home() / "z-long-link");
+  for (const auto& e : fs::recursive_directory_iterator(Home())) Own(e.path());
+  const auto before = test::Snapshot(Home());
+  DirectoryEvents events(Tmp("vaults"));
+  ASSERT_TRUE(events.watching());
+
+  ProcessResult r = Setup({"--migrate"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("z-long-link"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(Home().string() + " was not changed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("removed the incomplete vault " + Tmp("vaults").string() + "/." +
+                       user_->name() + ".setup-"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::Snapshot(Home()), before);
+  EXPECT_FALSE(fs::exists(Vault()));
+  EXPECT_TRUE(fs::is_empty(Tmp("vaults")));
+
+  bool made_temporary = false;
+  for (const std::string& e : events.Read()) {
+    EXPECT_NE(e.substr(e.find(' ') + 1), user_->name()) << e;
+    if (e.rfind("create ." + user_->name() + ".setup-", 0) == 0) made_temporary = true;
+  }
+  EXPECT_TRUE(made_temporary);
+}
+
+// What appears or changes in the home between the verification and the removal of the
+// originals is not in the vault: it stays, and setup says so and fails.
+TEST_F(HomeTest, EntriesMadeOrChangedAfterTheVerificationStay) {
+  WriteFile(Home() / "notes", test::Pattern(100, 1), 0644);
+  fs::create_directories(Home() / "docs" / "old");
+  WriteFile(Home() / "docs" / "report", test::Pattern(2000, 2), 0600);
+  WriteFile(Home() / "docs" / "old" / "draft", test::Pattern(20, 3), 0600);
+  for (const auto& e : fs::recursive_directory_iterator(Home())) Own(e.path());
+  const std::string notes_before = test::ReadAll(Home() / "notes");
+
+  AfterVerifyHook hook("echo late > " + Quoted(Home() / "docs" / "arrived") + " && echo more >> " +
+                       Quoted(Home() / "notes"));
+  ProcessResult r = Setup({"--migrate"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("verified "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("2 entries were made or changed after the verification and left in place"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find((Home() / "docs" / "arrived").string() + " (new)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find((Home() / "notes").string() + " (changed)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the vault " + Vault() + " holds the verified copy"), std::string::npos)
+      << r.err;
+
+  // The late entries (and the directory holding one) are still there; everything verified went.
+  EXPECT_EQ(test::ReadAll(Home() / "docs" / "arrived"), "late\n");
+  EXPECT_EQ(test::ReadAll(Home() / "notes"), notes_before + "more\n");
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(Home()))
+    left.push_back(fs::relative(e.path(), Home()).string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"docs", "docs/arrived", "notes"}));
+  // The vault is in place with the verified copy.
+  EXPECT_TRUE(fs::exists(Vault() + "/" + core::kConfigFileName));
+  r = Sigilfs({"export", Vault(), "docs/report", Tmp("report").string(), "--passfile", Pass()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string report = test::ReadAll(Tmp("report"));
+  EXPECT_EQ(std::vector<uint8_t>(report.begin(), report.end()), test::Pattern(2000, 2));
+}
+
+// An undo that fails once the vault was moved out of pam_sigilfs.so's sight puts it back.
+TEST_F(HomeTest, AFailedUndoPutsTheVaultBack) {
+  WriteFile(Home() / "notes", test::Pattern(100, 1), 0644);
+  Own(Home() / "notes");
+  ProcessResult r = Setup({"--migrate"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string config = test::ReadAll(Vault() + "/" + core::kConfigFileName);
+  std::ofstream(Tmp("wrong")) << "not the password\n";
+  DirectoryEvents events(Tmp("vaults"));
+  ASSERT_TRUE(events.watching());
+
+  r = Sigilfs(
+      {"home", "undo", user_->name(), "--vault", Vault(), "--passfile", Tmp("wrong").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("wrong passphrase"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the vault " + Vault() + " was kept"), std::string::npos) << r.err;
+  EXPECT_EQ(test::ReadAll(Vault() + "/" + core::kConfigFileName), config);
+  EXPECT_EQ(std::vector<fs::path>(fs::directory_iterator(Tmp("vaults")), {}),
+            std::vector<fs::path>{Vault()});
+  EXPECT_TRUE(fs::is_empty(Home()));
+  // It was out of sight meanwhile, under a temporary name.
+  const std::vector<std::string> seen = events.Read();
+  ASSERT_GE(seen.size(), 3u) << testing::PrintToString(seen);
+  EXPECT_TRUE(std::find(seen.begin(), seen.end(), "moved_from " + user_->name()) != seen.end())
+      << testing::PrintToString(seen);
+  EXPECT_EQ(seen.back(), "moved_to " + user_->name()) << testing::PrintToString(seen);
 }
 
 TEST_F(HomeTest, SetupWithoutMigrateLeavesTheHomeAndRefusesASecondVault) {

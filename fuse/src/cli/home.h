@@ -3,9 +3,12 @@
 #pragma once
 
 #include <sys/types.h>
+#include <time.h>
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,14 +52,36 @@ Result<TreeSize> MeasureTree(const std::string& dir,
 // kNoSpace unless the filesystem holding `dir` has room (blocks and inodes) for `size`.
 Status CheckRoom(const std::string& dir, const TreeSize& size, const std::string& what);
 
+// A plain entry as it was when the comparison found it identical to the vault's copy.
+struct VerifiedEntry {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  mode_t type = 0;  // st_mode & S_IFMT
+  off_t size = 0;
+  struct timespec mtime {};
+};
+// The verified entries of a tree, by path under its root ("docs/report.txt").
+using VerifiedTree = std::map<std::string, VerifiedEntry>;
+
 // Compares plain directory `plain` with the vault's root, reading the vault back through
 // `volume`: names, types, contents, sizes, modes, owners, modification times, symlink targets,
 // hard-link identity and user.* extended attributes. The first difference is kCorrupt with its
-// path; on success, the number of entries compared.
-Result<uint64_t> CompareWithVault(core::Volume& volume, const std::string& plain);
+// path; on success, the number of entries compared, and in `verified` (if given) the state of
+// each one (what RemoveVerified may remove).
+Result<uint64_t> CompareWithVault(core::Volume& volume, const std::string& plain,
+                                  VerifiedTree* verified = nullptr);
 
-// Removes everything inside `dir` (not `dir` itself), never following symlinks and never
-// descending into another filesystem.
-Status RemoveContents(const std::string& dir);
+// Removes from open directory `dir` (`shown` in messages; not `dir` itself) the entries of
+// `verified` that are still what was verified: same device, inode and type, and for all but
+// directories the same size and modification time. Directories are removed bottom-up, and only
+// once empty. Anything else (an entry made or changed since, another filesystem) is left in
+// place with its parent directories; kNotEmpty then lists what was left. Never follows
+// symlinks.
+Status RemoveVerified(int dir, const std::string& shown, const VerifiedTree& verified);
+
+// A sigilfs mount (type fuse.sigilfs) of one of `vaults`, or one on `mount_point`, in this
+// mount namespace (/proc/self/mountinfo): its mount point, or nothing.
+std::optional<std::string> FindSigilfsMount(const std::vector<std::string>& vaults,
+                                            const std::string& mount_point);
 
 }  // namespace sigilfs::cli::home

@@ -91,23 +91,97 @@ class TreeWalk {
   std::set<std::pair<dev_t, ino_t>> seen_;
 };
 
-Status RemoveIn(int dir, dev_t dev, const std::string& shown) {
-  SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, shown));
-  for (const std::string& name : names) {
-    const std::string path = Child(shown, name);
-    struct stat st;
-    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return SysError(path, "stat");
-    if (S_ISDIR(st.st_mode)) {
-      if (st.st_dev != dev)
-        return Status(Code::kInvalidArgument, path + " is a mount point: not removed");
-      Fd sub(::openat(dir, name.c_str(), kOpenDir));
-      if (sub.get() < 0) return SysError(path, "open directory");
-      SIGILFS_RETURN_IF_ERROR(RemoveIn(sub.get(), dev, path));
+// Removes the verified entries of a tree that are still as they were verified (RemoveVerified).
+class VerifiedRemoval {
+ public:
+  VerifiedRemoval(const VerifiedTree& verified, dev_t dev) : verified_(verified), dev_(dev) {}
+
+  // The entries of open directory `dir`, `rel` under the root (empty for the root itself);
+  // `emptied` tells whether all of them went.
+  Status Directory(int dir, const std::string& rel, const std::string& shown, bool& emptied) {
+    SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, shown));
+    emptied = true;
+    for (const std::string& name : names) {
+      std::string key = rel;
+      if (!key.empty()) key += '/';
+      key += name;
+      const std::string path = Child(shown, name);
+      struct stat st;
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;  // gone since it was listed: nothing to remove
+        return SysError(path, "stat");
+      }
+      const auto it = verified_.find(key);
+      if (it == verified_.end()) {
+        Leave(path, "new", emptied);
+        continue;
+      }
+      const VerifiedEntry& v = it->second;
+      if (st.st_dev != v.dev || st.st_ino != v.ino || (st.st_mode & S_IFMT) != v.type ||
+          st.st_dev != dev_) {
+        Leave(path, "replaced", emptied);
+        continue;
+      }
+      if (S_ISDIR(st.st_mode)) {
+        // A directory's size and time follow its entries, which are checked one by one.
+        Fd sub(::openat(dir, name.c_str(), kOpenDir));
+        struct stat opened;
+        if (sub.get() < 0 || ::fstat(sub.get(), &opened) != 0) return SysError(path, "open");
+        if (opened.st_dev != v.dev || opened.st_ino != v.ino) {
+          Leave(path, "replaced", emptied);
+          continue;
+        }
+        bool sub_emptied = false;
+        SIGILFS_RETURN_IF_ERROR(Directory(sub.get(), key, path, sub_emptied));
+        if (!sub_emptied) {
+          emptied = false;  // what is left in it was reported
+          continue;
+        }
+        if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0) {
+          if (errno == ENOTEMPTY || errno == EEXIST) {
+            Leave(path, "new entries appeared in it", emptied);
+            continue;
+          }
+          if (errno != ENOENT) return SysError(path, "remove");
+        }
+        continue;
+      }
+      if (st.st_size != v.size || st.st_mtim.tv_sec != v.mtime.tv_sec ||
+          st.st_mtim.tv_nsec != v.mtime.tv_nsec) {
+        Leave(path, "changed", emptied);
+        continue;
+      }
+      if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) return SysError(path, "remove");
     }
-    if (::unlinkat(dir, name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0)
-      return SysError(path, "remove");
+    return Status::Ok();
   }
-  return Status::Ok();
+
+  const std::vector<std::string>& left() const { return left_; }
+
+ private:
+  void Leave(const std::string& path, const char* why, bool& emptied) {
+    left_.push_back(path + " (" + why + ")");
+    emptied = false;
+  }
+
+  const VerifiedTree& verified_;
+  const dev_t dev_;
+  std::vector<std::string> left_;  // "path (why)"
+};
+
+// Undoes the kernel's octal escapes (space, tab, newline, backslash) in a mountinfo field.
+std::string Unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] >= '0' && field[i + 1] <= '3') {
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                               (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -211,11 +285,46 @@ Status CheckRoom(const std::string& dir, const TreeSize& size, const std::string
   return Status::Ok();
 }
 
-Status RemoveContents(const std::string& dir) {
-  Fd root(::open(dir.c_str(), kOpenDir));
+Status RemoveVerified(int dir, const std::string& shown, const VerifiedTree& verified) {
   struct stat st;
-  if (root.get() < 0 || ::fstat(root.get(), &st) != 0) return SysError(dir, "open directory");
-  return RemoveIn(root.get(), st.st_dev, dir);
+  if (::fstat(dir, &st) != 0) return SysError(shown, "stat");
+  VerifiedRemoval removal(verified, st.st_dev);
+  bool emptied = false;
+  SIGILFS_RETURN_IF_ERROR(removal.Directory(dir, "", shown, emptied));
+  const std::vector<std::string>& left = removal.left();
+  if (left.empty()) return Status::Ok();
+  constexpr size_t kShown = 20;
+  std::string list;
+  for (size_t i = 0; i < left.size() && i < kShown; ++i) list += "\n  " + left[i];
+  if (left.size() > kShown) list += "\n  ... and " + std::to_string(left.size() - kShown) + " more";
+  return Status(Code::kNotEmpty,
+                std::to_string(left.size()) + (left.size() == 1 ? " entry was" : " entries were") +
+                    " made or changed after the verification and left in place in " + shown +
+                    " (with the directories holding them):" + list,
+                ENOTEMPTY);
+}
+
+std::optional<std::string> FindSigilfsMount(const std::vector<std::string>& vaults,
+                                            const std::string& mount_point) {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    if (!(fields >> id >> parent >> dev >> root >> point)) continue;
+    const size_t sep = line.find(" - ");
+    if (sep == std::string::npos) continue;
+    std::istringstream tail(line.substr(sep + 3));
+    std::string type, source;
+    tail >> type >> source;
+    if (type != "fuse.sigilfs") continue;
+    point = Unescape(point);
+    source = Unescape(source);
+    if (point == mount_point) return point;
+    for (const std::string& vault : vaults) {
+      if (source == "sigilfs:" + vault) return point;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace sigilfs::cli::home

@@ -6,17 +6,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 
 #include "commands.h"
 #include "home.h"
 #include "sigilfs/core/format.h"
 #include "sigilfs/core/names.h"
+#include "sigilfs/core/unique_fd.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/fuse/home_vault.h"
 #include "transfer.h"
@@ -26,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using Fd = core::UniqueFd;
 
 struct HomeOptions {
   std::string user;
@@ -47,7 +53,11 @@ std::string MiB(uint64_t bytes) {
 
 // The vault's directory: --vault, or the default template for the account.
 Result<std::string> VaultFor(const home::Account& account, const std::string& given) {
-  if (!given.empty()) return fs::absolute(given).lexically_normal().string();
+  if (!given.empty()) {
+    fs::path p = fs::absolute(given).lexically_normal();
+    if (!p.has_filename() && p.has_relative_path()) p = p.parent_path();  // "dir/"
+    return p.string();
+  }
   auto expanded =
       fuse::ExpandHomeVault(fuse::kDefaultHomeVaultTemplate, account.name, account.home);
   if (!expanded) return Status(Code::kInvalidArgument, "no vault path for " + account.name);
@@ -143,8 +153,21 @@ Status GiveToUser(const std::string& vault, const home::Account& a) {
   return Status::Ok();
 }
 
-// Removes a vault made by this run unless told to keep it: a failed setup leaves no vault
-// behind (the plain home is untouched until the very end), so it can simply be run again.
+// A new, empty directory beside `vault` whose name pam_sigilfs.so never looks for (it expands
+// the vault template with a user name, and no user name starts with a dot):
+// DIR/.NAME.WHAT-XXXXXX. On the same filesystem, so rename(2) moves a vault between it and
+// `vault` atomically.
+Result<std::string> MakeTempSibling(const std::string& vault, const std::string& what) {
+  const fs::path v(vault);
+  const std::string name = v.filename().string().substr(0, 200);
+  std::string temp = (v.parent_path() / ("." + name + "." + what + "-XXXXXX")).string();
+  if (::mkdtemp(temp.data()) == nullptr) return SysError(temp, "mkdir");
+  return temp;
+}
+
+// Removes the vault a setup builds under its temporary name unless told it is in place: a
+// failed setup leaves no vault behind (and the plain home untouched), so it can simply be run
+// again.
 class NewVault {
  public:
   explicit NewVault(std::string dir) : dir_(std::move(dir)) {}
@@ -160,6 +183,33 @@ class NewVault {
 
  private:
   std::string dir_;
+};
+
+// Puts a vault that undo moved to a temporary name back in its place unless told it is done
+// with it.
+class MovedVault {
+ public:
+  MovedVault(std::string temp, std::string vault)
+      : temp_(std::move(temp)), vault_(std::move(vault)) {}
+  ~MovedVault() {
+    if (temp_.empty()) return;
+    if (::rename(temp_.c_str(), vault_.c_str()) == 0) {
+      std::fprintf(stderr, "sigilfs: the vault %s was kept\n", vault_.c_str());
+    } else {
+      const int err = errno;
+      std::fprintf(stderr,
+                   "sigilfs: the vault was kept, but could not be moved back from %s to %s (%s): "
+                   "rename it by hand\n",
+                   temp_.c_str(), vault_.c_str(), std::generic_category().message(err).c_str());
+    }
+  }
+  MovedVault(const MovedVault&) = delete;
+  MovedVault& operator=(const MovedVault&) = delete;
+  void Release() { temp_.clear(); }
+
+ private:
+  std::string temp_;
+  std::string vault_;
 };
 
 // One progress line: rewritten in place on a terminal, at most one line every two seconds
@@ -199,10 +249,10 @@ Result<std::unique_ptr<core::Volume>> Unlock(const std::string& vault, ByteSpan 
   return core::Volume::Open(std::move(v), core::VolumeOptions{});
 }
 
-// Copies the home into the vault, checks the copy by reading it back through a freshly unlocked
-// vault, and only then removes the plain files.
+// Copies the home into the vault (still under its temporary name), then checks the copy by
+// reading it back through a freshly unlocked vault; `verified` gets what was compared.
 Status Migrate(const home::Account& a, const std::string& vault, ByteSpan pass,
-               const home::TreeSize& tree) {
+               const home::TreeSize& tree, home::VerifiedTree& verified) {
   {
     SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Volume> volume, Unlock(vault, pass));
     Progress progress(tree.file_bytes);
@@ -212,13 +262,38 @@ Status Migrate(const home::Account& a, const std::string& vault, ByteSpan pass,
     progress.Done();
   }
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Volume> volume, Unlock(vault, pass));
-  SIGILFS_ASSIGN_OR_RETURN(uint64_t entries, home::CompareWithVault(*volume, a.home));
+  SIGILFS_ASSIGN_OR_RETURN(uint64_t entries, home::CompareWithVault(*volume, a.home, &verified));
   fmt::print(
       "verified {} entries: names, contents, modes, owners, times, links and attributes match\n",
       entries);
-  // Whoever logged in meanwhile may have changed files after they were compared.
-  SIGILFS_RETURN_IF_ERROR(CheckLoggedOut(a).WithContext("during the copy"));
   return Status::Ok();
+}
+
+// Test-only: SIGILFS_TEST_AFTER_VERIFY, when set, is a shell command run between the
+// verification of the copy and the removal of the originals, so that the tests can change the
+// home in that window. Nothing outside the tests sets it.
+void RunTestHookAfterVerify() {
+  const char* hook = std::getenv("SIGILFS_TEST_AFTER_VERIFY");  // NOLINT(concurrency-mt-unsafe)
+  if (hook == nullptr || *hook == '\0') return;
+  std::fflush(stdout);
+  // NOLINTNEXTLINE(cert-env33-c,concurrency-mt-unsafe): test-only hook, see above
+  (void)std::system(hook);
+}
+
+// The home, once more right before the vault goes live: the same directory as at the start,
+// not mounted, its user logged out. Open, for the removal of the originals.
+Result<Fd> RecheckHome(const home::Account& a, const struct stat& at_start) {
+  struct stat now {};
+  SIGILFS_RETURN_IF_ERROR(CheckHome(a, now));
+  if (now.st_dev != at_start.st_dev || now.st_ino != at_start.st_ino)
+    return Status(Code::kInvalidArgument, a.home + " was replaced during the copy");
+  SIGILFS_RETURN_IF_ERROR(CheckLoggedOut(a).WithContext("during the copy"));
+  Fd home(::open(a.home.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat opened;
+  if (home.get() < 0 || ::fstat(home.get(), &opened) != 0) return SysError(a.home, "open");
+  if (opened.st_dev != at_start.st_dev || opened.st_ino != at_start.st_ino)
+    return Status(Code::kInvalidArgument, a.home + " was replaced during the copy");
+  return home;
 }
 
 int RunSetup(const HomeOptions& o) {
@@ -232,14 +307,19 @@ int RunSetup(const HomeOptions& o) {
   struct stat home_st;
   if (Status s = CheckHome(a, home_st); !s.ok()) return Fail(s);
   if (Status s = CheckVaultPlace(*vault, a); !s.ok()) return Fail(s);
-  std::error_code ec;
-  if (fs::exists(*vault + "/" + core::kConfigFileName, ec))
-    return Fail(Status(Code::kExists,
-                       a.name + " already has a vault in " + *vault + " ('sigilfs home undo " +
-                           a.name + "' takes the files back out of it)",
-                       EEXIST));
-  if (fs::exists(*vault, ec) && !fs::is_empty(*vault, ec))
-    return Fail(Status(Code::kExists, *vault + " exists and is not empty", EEXIST));
+  const std::string config_path = *vault + "/" + core::kConfigFileName;
+  const auto existing_vault = [&]() -> Status {
+    std::error_code ec;
+    if (fs::exists(config_path, ec))
+      return Status(Code::kExists,
+                    a.name + " already has a vault in " + *vault + " ('sigilfs home undo " +
+                        a.name + "' takes the files back out of it)",
+                    EEXIST);
+    if (fs::exists(*vault, ec) && !fs::is_empty(*vault, ec))
+      return Status(Code::kExists, *vault + " exists and is not empty", EEXIST);
+    return Status::Ok();
+  };
+  if (Status s = existing_vault(); !s.ok()) return Fail(s);
   if (Status s = CheckLoggedOut(a); !s.ok()) return Fail(s);
   auto kdf = ResolveKdf(o.kdf);
   if (!kdf.ok()) return Fail(kdf.status());
@@ -269,33 +349,60 @@ int RunSetup(const HomeOptions& o) {
                  "login until they match (sigilfs passwd %s)\n",
                  a.name.c_str(), vault->c_str());
 
+  // The vault is built, filled and verified under a temporary name pam_sigilfs.so does not
+  // know: a login meanwhile finds no vault and mounts nothing; only a verified vault is renamed
+  // into place (atomically), and only then are the originals removed.
   if (Status s = MakeParents(*vault); !s.ok()) return Fail(s);
+  auto temp = MakeTempSibling(*vault, "setup");
+  if (!temp.ok()) return Fail(temp.status());
+  NewVault made(*temp);
   core::VaultCreateOptions create;
   create.cipher = *cipher;
   create.kdf = *kdf;
-  if (Status s = core::Vault::Create(*vault, pass->span(), create); !s.ok()) return Fail(s);
-  NewVault made(*vault);
-  if (Status s = GiveToUser(*vault, a); !s.ok()) return Fail(s);
-  fmt::print("Created {}'s vault in {}.\n", a.name, *vault);
+  if (Status s = core::Vault::Create(*temp, pass->span(), create); !s.ok()) return Fail(s);
+  if (Status s = GiveToUser(*temp, a); !s.ok()) return Fail(s);
 
+  home::VerifiedTree verified;
+  Fd home_dir;
   if (o.migrate) {
-    if (Status s = Migrate(a, *vault, pass->span(), tree); !s.ok()) {
+    if (Status s = Migrate(a, *temp, pass->span(), tree, verified); !s.ok()) {
       Fail(s);
       std::fprintf(stderr, "sigilfs: %s was not changed\n", a.home.c_str());
       return 1;
     }
-    made.Keep();
-    if (Status s = home::RemoveContents(a.home); !s.ok()) {
+    RunTestHookAfterVerify();
+    // Whoever logged in meanwhile may have changed files after they were compared.
+    auto opened = RecheckHome(a, home_st);
+    if (!opened.ok()) {
+      Fail(opened.status());
+      std::fprintf(stderr, "sigilfs: %s was not changed\n", a.home.c_str());
+      return 1;
+    }
+    home_dir = std::move(*opened);
+  }
+  if (Status s = existing_vault(); !s.ok()) return Fail(s);
+  if (::rename(temp->c_str(), vault->c_str()) != 0) {
+    Fail(SysError(*vault, "move the new vault " + *temp + " into place"));
+    if (o.migrate) std::fprintf(stderr, "sigilfs: %s was not changed\n", a.home.c_str());
+    return 1;
+  }
+  made.Keep();
+  fmt::print("Created {}'s vault in {}.\n", a.name, *vault);
+
+  if (o.migrate) {
+    if (Status s = home::RemoveVerified(home_dir.get(), a.home, verified); !s.ok()) {
       Fail(s);
       std::fprintf(stderr,
-                   "sigilfs: the vault holds a verified copy of everything; remove what is left "
-                   "in %s by hand before the vault is mounted on it\n",
-                   a.home.c_str());
+                   "sigilfs: the vault %s holds the verified copy of %s (of anything listed above "
+                   "as changed, the version from before the change); what is left in %s is not "
+                   "in the vault and is hidden while the vault is mounted on it: move it into "
+                   "the vault (mount it elsewhere) or delete it, until %s is empty\n",
+                   vault->c_str(), a.home.c_str(), a.home.c_str(), a.home.c_str());
       return 1;
     }
     fmt::print("Moved {} into the vault; {} is now an empty mount point.\n", a.home, a.home);
   } else {
-    made.Keep();
+    std::error_code ec;
     if (!fs::is_empty(a.home, ec))
       fmt::print(
           "Note: {} is not empty; its files are hidden while the vault is mounted on it "
@@ -307,8 +414,23 @@ int RunSetup(const HomeOptions& o) {
   return 0;
 }
 
+// Refuses while `a` is logged in or the vault (under either name) or a sigilfs mount on the
+// home is mounted.
+Status CheckNotInUse(const home::Account& a, const std::vector<std::string>& vaults) {
+  struct stat st;
+  SIGILFS_RETURN_IF_ERROR(CheckHome(a, st));
+  SIGILFS_RETURN_IF_ERROR(CheckLoggedOut(a));
+  const std::string home = fs::path(a.home).lexically_normal().string();
+  if (auto point = home::FindSigilfsMount(vaults, home))
+    return Status(Code::kPermissionDenied,
+                  "the vault " + vaults.front() + " is mounted on " + *point + ": unmount it first",
+                  EBUSY);
+  return Status::Ok();
+}
+
 // Takes the files back out of the vault into the (empty) home, verifies them and removes the
-// vault.
+// vault. The vault is first moved to a temporary name, so that no login mounts it while it is
+// exported; it is moved back if anything fails.
 int RunUndo(const HomeOptions& o) {
   if (::geteuid() != 0)
     return Fail(Status(Code::kPermissionDenied, "sigilfs home undo must be run as root"));
@@ -318,9 +440,12 @@ int RunUndo(const HomeOptions& o) {
   auto vault = VaultFor(a, o.vault);
   if (!vault.ok()) return Fail(vault.status());
   if (auto config = core::Vault::LoadConfig(*vault); !config.ok()) return Fail(config.status());
-  struct stat home_st;
-  if (Status s = CheckHome(a, home_st); !s.ok()) return Fail(s);
-  if (Status s = CheckLoggedOut(a); !s.ok()) return Fail(s);
+  struct stat vault_st;
+  if (::lstat(vault->c_str(), &vault_st) != 0) return Fail(SysError(*vault, "stat"));
+  if (!S_ISDIR(vault_st.st_mode))
+    return Fail(Status(Code::kInvalidArgument,
+                       *vault + " is a symbolic link: give the vault's real directory (--vault)"));
+  if (Status s = CheckNotInUse(a, {*vault}); !s.ok()) return Fail(s);
   std::error_code ec;
   if (!fs::is_empty(a.home, ec))
     return Fail(Status(Code::kNotEmpty,
@@ -334,7 +459,20 @@ int RunUndo(const HomeOptions& o) {
   auto pass =
       fuse::ReadPassphrase(o.pass, a.name + "'s vault passphrase", fuse::PromptMode::kExisting);
   if (!pass.ok()) return Fail(pass.status());
-  auto volume = Unlock(*vault, pass->span());
+
+  // Out of pam_sigilfs.so's sight, then checked again: a login just before the rename may
+  // have mounted it.
+  auto temp = MakeTempSibling(*vault, "undo");
+  if (!temp.ok()) return Fail(temp.status());
+  if (::rename(vault->c_str(), temp->c_str()) != 0) {
+    Status s = SysError(*vault, "move to " + *temp);
+    ::rmdir(temp->c_str());
+    return Fail(s);
+  }
+  MovedVault moved(*temp, *vault);
+  if (Status s = CheckNotInUse(a, {*vault, *temp}); !s.ok()) return Fail(s);
+
+  auto volume = Unlock(*temp, pass->span());
   if (!volume.ok()) return Fail(volume.status());
   uint64_t problems = 0;
   Status s = ExportAll(**volume, a.home, /*owner=*/true, problems);
@@ -348,14 +486,16 @@ int RunUndo(const HomeOptions& o) {
     else
       s = entries.status();
   }
-  if (!s.ok()) {
-    Fail(s);
-    std::fprintf(stderr, "sigilfs: the vault %s was kept\n", vault->c_str());
-    return 1;
-  }
   volume->reset();
-  fs::remove_all(*vault, ec);
-  if (ec) return Fail(Status::FromErrno(ec.value(), "remove " + *vault));
+  if (!s.ok()) return Fail(s);
+  // Nothing may have it mounted when it goes.
+  if (auto point = home::FindSigilfsMount({*vault, *temp}, "")) {
+    return Fail(Status(Code::kPermissionDenied,
+                       "the vault is mounted on " + *point + ": it was not removed", EBUSY));
+  }
+  moved.Release();
+  fs::remove_all(*temp, ec);
+  if (ec) return Fail(Status::FromErrno(ec.value(), "remove " + *temp));
   fmt::print(
       "Removed the vault {}; {} holds the plain files again. Remove pam_sigilfs.so from "
       "the PAM configuration if no other user has a vault.\n",

@@ -48,7 +48,8 @@ std::string Child(const std::string& dir, const std::string& name) { return dir 
 
 class Comparer {
  public:
-  explicit Comparer(core::Volume& volume) : volume_(volume), plain_buf_(kStep), vault_buf_(kStep) {}
+  Comparer(core::Volume& volume, VerifiedTree* verified)
+      : volume_(volume), verified_(verified), plain_buf_(kStep), vault_buf_(kStep) {}
   ~Comparer() {
     crypt::SecureWipe(plain_buf_);
     crypt::SecureWipe(vault_buf_);
@@ -140,6 +141,11 @@ class Comparer {
     if (::fstatat(cipher_dir, stored.c_str(), &c, AT_SYMLINK_NOFOLLOW) != 0)
       return SysError(path, "stat in the vault");
     SIGILFS_RETURN_IF_ERROR(Attributes(path, p, c));
+    // Recorded as first looked at: a change made while (or after) it is compared shows at
+    // removal time, and the entry then stays.
+    if (verified_ != nullptr)
+      verified_->insert_or_assign(
+          path, VerifiedEntry{p.st_dev, p.st_ino, p.st_mode & S_IFMT, p.st_size, p.st_mtim});
     if (S_ISDIR(p.st_mode)) {
       Fd plain(OpenNoAtime(plain_dir, name, kOpenDir));
       if (plain.get() < 0) return SysError(shown, "open directory");
@@ -208,6 +214,7 @@ class Comparer {
   }
 
   core::Volume& volume_;
+  VerifiedTree* const verified_;                // may be null
   std::vector<uint8_t> plain_buf_, vault_buf_;  // plaintext: wiped when done
   std::map<InodeKey, InodeKey> plain_to_cipher_, cipher_to_plain_;
   uint64_t entries_ = 0;
@@ -215,7 +222,8 @@ class Comparer {
 
 }  // namespace
 
-Result<uint64_t> CompareWithVault(core::Volume& volume, const std::string& plain) {
+Result<uint64_t> CompareWithVault(core::Volume& volume, const std::string& plain,
+                                  VerifiedTree* verified) {
   Fd root(::open(plain.c_str(), kOpenDir | O_CLOEXEC));
   if (root.get() < 0) return SysError(plain, "open directory");
   Fd cipher(::dup(volume.root_fd()));
@@ -223,7 +231,8 @@ Result<uint64_t> CompareWithVault(core::Volume& volume, const std::string& plain
   if (::fstat(root.get(), &p) != 0) return SysError(plain, "stat");
   if (cipher.get() < 0 || ::fstat(cipher.get(), &c) != 0)
     return SysError(volume.vault().dir(), "stat");
-  Comparer comparer(volume);
+  if (verified != nullptr) verified->clear();
+  Comparer comparer(volume, verified);
   SIGILFS_RETURN_IF_ERROR(Comparer::Attributes(".", p, c));
   SIGILFS_RETURN_IF_ERROR(comparer.Xattrs(".", plain, root.get(), cipher.get()));
   SIGILFS_RETURN_IF_ERROR(comparer.Directory(".", plain, root.get(), cipher.get()));
