@@ -20,6 +20,7 @@
 #include "home.h"
 #include "sigilfs/core/unique_fd.h"
 #include "sigilfs/crypt/secure_bytes.h"
+#include "sigilfs/fuse/mountinfo.h"
 #include "transfer.h"
 
 namespace sigilfs::cli::home {
@@ -169,21 +170,6 @@ class VerifiedRemoval {
   std::vector<std::string> left_;  // "path (why)"
 };
 
-// Undoes the kernel's octal escapes (space, tab, newline, backslash) in a mountinfo field.
-std::string Unescape(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] >= '0' && field[i + 1] <= '3') {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                               (field[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<Account> LookUpUser(const std::string& name) {
@@ -317,8 +303,8 @@ std::optional<std::string> FindSigilfsMount(const std::vector<std::string>& vaul
     std::string type, source;
     tail >> type >> source;
     if (type != "fuse.sigilfs") continue;
-    point = Unescape(point);
-    source = Unescape(source);
+    point = sigilfs::fuse::UnescapeMountField(point);
+    source = sigilfs::fuse::UnescapeMountField(source);
     if (point == mount_point) return point;
     for (const std::string& vault : vaults) {
       if (source == "sigilfs:" + vault) return point;
