@@ -192,6 +192,7 @@ FaultyBackingFile::FaultyBackingFile(std::unique_ptr<BackingFile> inner, FaultPl
 void FaultyBackingFile::set_plan(const FaultPlan& plan) {
   std::lock_guard lock(mu_);
   plan_ = plan;
+  crashed_ = false;
 }
 
 Result<size_t> FaultyBackingFile::ReadAt(MutableByteSpan buf, uint64_t offset) {
@@ -206,15 +207,22 @@ Result<size_t> FaultyBackingFile::ReadAt(MutableByteSpan buf, uint64_t offset) {
 
 Status FaultyBackingFile::WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) {
   std::lock_guard lock(mu_);
+  if (crashed_) return Status::FromErrno(plan_.write_errno, "write cipher file (after a crash)");
   const size_t total = TotalSize(bufs);
-  if (plan_.write_budget < 0 || static_cast<uint64_t>(plan_.write_budget) >= total) {
-    if (plan_.write_budget >= 0) plan_.write_budget -= static_cast<int64_t>(total);
+  size_t free_part = 0;  // bytes of the write that cost no budget
+  if (plan_.growth_only && plan_.write_budget >= 0) {
+    SIGILFS_ASSIGN_OR_RETURN(const uint64_t size, inner_->Size());
+    free_part = static_cast<size_t>(std::min<uint64_t>(total, size > offset ? size - offset : 0));
+  }
+  const size_t cost = total - free_part;
+  if (plan_.write_budget < 0 || static_cast<uint64_t>(plan_.write_budget) >= cost) {
+    if (plan_.write_budget >= 0) plan_.write_budget -= static_cast<int64_t>(cost);
     return inner_->WriteAt(bufs, offset);
   }
-  if (plan_.torn_writes && plan_.write_budget > 0) {
+  if (plan_.torn_writes && free_part + static_cast<size_t>(plan_.write_budget) > 0) {
     // Store the prefix that fits, as a disk that fills up mid-write does.
     std::vector<ByteSpan> part;
-    size_t left = static_cast<size_t>(plan_.write_budget);
+    size_t left = free_part + static_cast<size_t>(plan_.write_budget);
     for (ByteSpan b : bufs) {
       if (left == 0) break;
       part.push_back(b.first(std::min(left, b.size())));
@@ -223,11 +231,19 @@ Status FaultyBackingFile::WriteAt(std::span<const ByteSpan> bufs, uint64_t offse
     SIGILFS_RETURN_IF_ERROR(inner_->WriteAt(part, offset));
   }
   plan_.write_budget = 0;
+  crashed_ = plan_.crash;
   return Status::FromErrno(plan_.write_errno, "write cipher file (injected)");
 }
 
 Result<uint64_t> FaultyBackingFile::Size() { return inner_->Size(); }
-Status FaultyBackingFile::Truncate(uint64_t size) { return inner_->Truncate(size); }
+Status FaultyBackingFile::Truncate(uint64_t size) {
+  {
+    std::lock_guard lock(mu_);
+    if (crashed_)
+      return Status::FromErrno(plan_.write_errno, "truncate cipher file (after a crash)");
+  }
+  return inner_->Truncate(size);
+}
 
 Status FaultyBackingFile::Allocate(uint64_t offset, uint64_t length, bool punch_hole) {
   {

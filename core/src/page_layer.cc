@@ -858,6 +858,7 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
   std::vector<Item> items;
   std::shared_ptr<const Key> key;
   uint64_t new_size = 0;
+  uint64_t old_disk_size = 0;  // for undoing a failed growth
   bool write_header = false;
   auto in_direct = [direct](uint64_t index) {
     return direct != nullptr && index >= direct->first && index < direct->first + direct->count;
@@ -871,6 +872,7 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
       return Status(Code::kInternal, label_ + ": write-back of a sealed file");
     key = key_;
     write_header = !header_on_disk_;
+    old_disk_size = disk_size_;
     if (disk_size_ > 0 && new_size > disk_size_) {
       // The old last page was sealed as last (and maybe short): bring it into the cache and
       // re-seal it as a full, not-last page. Cached first, so a failed write-back retries
@@ -917,7 +919,11 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     std::array<uint8_t, kFileHeaderSize> header;
     EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key->nonce}, header);
     const ByteSpan one[] = {header};
-    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(one, 0).WithContext(label_));
+    Status written = backing_->WriteAt(one, 0).WithContext(label_);
+    if (!written.ok()) {
+      (void)backing_->Truncate(0);  // a file with part of a header is no file at all
+      return written;
+    }
     Count(PageCounter::kBackingBytesWritten, header.size());
   }
   // Pieces: each contiguous run cut into even pieces of at least kPiecePages pages, each sealed
@@ -974,7 +980,17 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     writing = false;
   });
   Count(PageCounter::kPagesEncrypted, items.size());
-  for (const Status& s : results) SIGILFS_RETURN_IF_ERROR(s);
+  for (const Status& s : results) {
+    if (s.ok()) continue;
+    if (new_size > old_disk_size) {
+      const auto old_last = std::find_if(items.begin(), items.end(), [&](const Item& it) {
+        return it.index == PageGeometry::PageCount(old_disk_size) - 1;
+      });
+      UndoGrowth(old_disk_size, write_header, *key,
+                 old_last == items.end() ? nullptr : old_last->plain);
+    }
+    return s;
+  }
   Count(PageCounter::kBackingBytesWritten, offsets.back());
   Count(PageCounter::kWritebacks);
 
@@ -992,6 +1008,30 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
   disk_size_ = std::max(disk_size_, new_size);
   EvictLocked();
   return Status::Ok();
+}
+
+// A write-back that grew the file failed part way (typically a full disk: the backing store took
+// part of a unit and refused the rest). The units were written in file order, so only the old
+// last unit and those after it can have changed: cut the cipher file back to its old length and
+// seal the old last page again as the last one, in place, from `old_last_plain` (its snapshot in
+// this write-back, at least as long as the old page). That needs no new space, so what was
+// stored before reads back and no half-written unit is left behind. The pages stay dirty in the
+// cache for a retry. Best effort: if this fails too, what remains is what a crash leaves.
+// REQUIRES writeback_mu_.
+void FileContents::UndoGrowth(uint64_t old_size, bool header_was_new, const Key& key,
+                              const uint8_t* old_last_plain) {
+  if (old_size == 0) {
+    (void)backing_->Truncate(header_was_new ? 0 : kFileHeaderSize);
+    return;
+  }
+  const PageGeometry& g = layer_.geometry_;
+  if (!backing_->Truncate(g.CipherSize(old_size)).ok() || old_last_plain == nullptr) return;
+  const uint64_t index = PageGeometry::PageCount(old_size) - 1;
+  const size_t len = static_cast<size_t>(old_size - index * kPageSize);
+  std::vector<uint8_t> unit(len + g.overhead());
+  if (!key.codec.Seal(index, UnitKind::kDataPage, true, {old_last_plain, len}, unit).ok()) return;
+  const ByteSpan one[] = {unit};
+  (void)backing_->WriteAt(one, g.UnitOffset(index));
 }
 
 }  // namespace sigilfs::core

@@ -77,6 +77,7 @@ class TornTailTest
     FaultPlan plan;
     plan.write_budget = budget;
     plan.torn_writes = true;
+    plan.crash = true;
     auto f = layer_->Open(std::make_unique<FaultyBackingFile>(backend_.Open("c"), plan), "c");
     EXPECT_TRUE(f.ok()) << f.status().ToString();
     if (!f.ok()) return {};

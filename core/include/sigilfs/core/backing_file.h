@@ -52,9 +52,15 @@ std::unique_ptr<BackingFile> NewMemoryBackingFile(std::shared_ptr<MemoryFileData
 
 // What a fault-injecting backing file does wrong. Counters are in bytes of the wrapped file.
 struct FaultPlan {
-  int64_t write_budget = -1;   // bytes written before writes fail with write_errno (-1: never)
-  int write_errno = 28;        // ENOSPC
-  bool torn_writes = false;    // the failing write stores the part that fits the budget
+  int64_t write_budget = -1;  // bytes written before writes fail with write_errno (-1: never)
+  int write_errno = 28;       // ENOSPC
+  bool torn_writes = false;   // the failing write stores the part that fits the budget
+  // The budget is the disk's free space: rewriting bytes inside the file's size is free (their
+  // blocks exist), only bytes that grow the file spend it.
+  bool growth_only = false;
+  // A crash rather than a full disk: once a write has failed, nothing more reaches the file
+  // (truncates included), as when the machine stops there.
+  bool crash = false;
   int64_t fail_reads_at = -1;  // a read covering this offset fails with EIO (-1: never)
   bool fail_sync = false;
 };
@@ -74,7 +80,8 @@ class FaultyBackingFile : public BackingFile {
  private:
   std::unique_ptr<BackingFile> inner_;
   std::mutex mu_;
-  FaultPlan plan_;  // GUARDED_BY(mu_)
+  FaultPlan plan_;        // GUARDED_BY(mu_)
+  bool crashed_ = false;  // GUARDED_BY(mu_) a write failed under plan_.crash
 };
 
 }  // namespace sigilfs::core

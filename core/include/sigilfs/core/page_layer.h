@@ -232,6 +232,8 @@ class FileContents {
   Result<std::optional<std::pair<uint64_t, uint64_t>>> NextHoleRun(uint64_t from);  // REQUIRES mu_
   void EvictLocked();
   Status WriteBackLocked(const DirectRun* direct = nullptr);  // REQUIRES writeback_mu_
+  void UndoGrowth(uint64_t old_size, bool header_was_new, const Key& key,
+                  const uint8_t* old_last_plain);  // REQUIRES writeback_mu_
 
   PageLayer& layer_;
   std::unique_ptr<BackingFile> backing_;
