@@ -222,25 +222,18 @@ Result<uint64_t> Volume::PlainSize(int dirfd, const std::string& stored,
   const PageGeometry& g = pages_->geometry();
   const auto cipher_size = static_cast<uint64_t>(st.st_size);
   if (!verity::LooksSealed(g, cipher_size)) return g.PlainSize(cipher_size);
-  // A sealed file: its trailer states the size (8 bytes, no decryption).
+  // A sealed file (or an unsealed one whose torn tail happens to be 8 bytes long). Its trailer
+  // states the size but is not authenticated: a changed trailer must fail, not report another
+  // size. So the size comes from opening the file, which checks it against the sealed record
+  // (one unit decrypted). On a read-only descriptor the open changes nothing.
   // An empty name: `dirfd` is the file itself (perhaps an O_PATH descriptor), reopened.
   const std::string self = "/proc/self/fd/" + std::to_string(dirfd);
   const int fd = stored.empty() ? ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY)
                                 : ::openat(dirfd, stored.c_str(),
                                            O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
   if (fd < 0) return Status::FromErrno(errno, "open");
-  std::array<uint8_t, verity::kTrailerSize> trailer{};
-  const ssize_t n =
-      ::pread(fd, trailer.data(), trailer.size(), static_cast<off_t>(cipher_size - trailer.size()));
-  const int err = errno;
-  ::close(fd);
-  if (n < 0) return Status::FromErrno(err, "read");
-  auto layout =
-      verity::LayoutFromTrailer(g, cipher_size, ByteSpan(trailer).first(static_cast<size_t>(n)));
-  // No trailer accounts for this length: a torn tail whose remainder is 8 bytes, sized as
-  // opening it does (FileContents::UndoInterruptedSeal).
-  if (!layout.ok()) return g.PlainSize(cipher_size);
-  return layout->data_size;
+  SIGILFS_ASSIGN_OR_RETURN(auto contents, pages_->Open(NewPosixBackingFile(fd), stored));
+  return contents->size();
 }
 
 Result<Volume::Located> Volume::Locate(std::string_view path) const {
