@@ -158,6 +158,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
     std::fprintf(stderr, "sigilfs: bad mount options: %s\n", joined.c_str());
     return 1;
   }
+  SetSession(se);
   int rc = 1;
   if (fuse_set_signal_handlers(se) != 0) {
     std::fprintf(stderr, "sigilfs: cannot install signal handlers\n");

@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -27,6 +28,8 @@ static_assert(kSetMode == FUSE_SET_ATTR_MODE && kSetUid == FUSE_SET_ATTR_UID &&
 // Attributes and names are cached by the kernel for a second: every change goes through this
 // daemon, which invalidates nothing it has not told the kernel about.
 constexpr double kTimeout = 1.0;
+
+std::atomic<fuse_session*> g_session{nullptr};  // see SetSession
 
 // Whether a handle was opened for writing.
 bool Writer(const fuse_file_info* fi) { return (fi->flags & O_ACCMODE) != O_RDONLY; }
@@ -220,7 +223,14 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
 }
 
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  ReplyStatus(req, Fs(req).DoRelease(*InodeOf(req, ino), Writer(fi)));
+  const Status s = Fs(req).DoRelease(*InodeOf(req, ino), Writer(fi));
+  ReplyStatus(req, s);
+  // The last write-back failed (a full disk; the writer saw it at close) and the pages it could
+  // not store went with the file's contents. The kernel still caches them and the size they
+  // gave the file: make it forget both, so reads show what is stored. After the reply, so the
+  // kernel is not waiting on this request while it invalidates.
+  fuse_session* se = g_session.load();
+  if (!s.ok() && se != nullptr) fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
 }
 
 // The fs-verity ioctls (Linux 6.10 and later forward them with their payload), and the inode
@@ -459,6 +469,8 @@ fuse_lowlevel_ops MakeOperations(bool xattrs) {
 }
 
 }  // namespace
+
+void SetSession(fuse_session* se) { g_session.store(se); }
 
 const fuse_lowlevel_ops& Operations(bool xattrs) {
   static const fuse_lowlevel_ops kWith = MakeOperations(true);

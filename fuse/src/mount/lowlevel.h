@@ -11,4 +11,8 @@ namespace sigilfs::fuse {
 // (it otherwise asks for security.capability before every write, one round trip each).
 const fuse_lowlevel_ops& Operations(bool xattrs);
 
+// The session the operations answer on, for telling the kernel to drop what it caches (set once,
+// before the request loop starts; null until then).
+void SetSession(fuse_session* se);
+
 }  // namespace sigilfs::fuse

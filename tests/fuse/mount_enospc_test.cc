@@ -1,0 +1,273 @@
+// A vault on a small backing filesystem run out of space through a real mount: the writer sees
+// ENOSPC, data stored before is intact, no page is left half-replaced, and the daemon keeps
+// serving once space is freed.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_support/mount.h"
+#include "test_support/pattern.h"
+#include "test_support/process.h"
+#include "test_support/small_fs.h"
+#include "test_support/syscall_assert.h"
+
+namespace sigilfs {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+constexpr uint64_t kBackingBytes = 8 * kMiB;
+
+// A vault created on a fresh small tmpfs, mounted outside it.
+class MountEnospcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+    if (!test::SmallFilesystem::Available()) GTEST_SKIP() << "mounting a tmpfs needs root";
+    small_ = std::make_unique<test::SmallFilesystem>(kBackingBytes);
+    cipher_ = (small_->path() / "cipher").string();
+    plain_ = (work_.path() / "plain").string();
+    passfile_ = (work_.path() / "pass").string();
+    std::filesystem::create_directories(cipher_);
+    std::filesystem::create_directories(plain_);
+    std::ofstream(passfile_) << "test passphrase\n";
+    test::ProcessResult r = test::RunProcess(
+        {SIGILFS_BINARY, "init", cipher_, "--kdf", "test", "--passfile", passfile_});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    vault_ = std::make_unique<test::MountedVault>(cipher_, plain_, passfile_);
+  }
+  void TearDown() override {
+    vault_.reset();  // unmount before the tmpfs goes
+    small_.reset();
+  }
+
+  std::string path(const std::string& rel) const { return plain_ + "/" + rel; }
+
+  // Writes `data` to a new file and fsyncs it; the test fails on any error.
+  void Store(const std::string& rel, const std::vector<uint8_t>& data) {
+    const int fd = ::open(path(rel).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    ASSERT_TRUE(test::Ok(fd)) << rel;
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size())) << rel;
+    ASSERT_TRUE(test::Ok(::fsync(fd))) << rel;
+    ASSERT_TRUE(test::Ok(::close(fd))) << rel;
+  }
+
+  // Fills the backing store through the mount with writes of `chunk_size` to `rel` until a
+  // write, an fsync or the close fails, which must be with ENOSPC. Returns the bytes whose write
+  // returned success; the file then holds a prefix of them. A failed write-back gives back the
+  // space it took, so what is left free is less than one write-back: fsync after every write
+  // to leave less than a page.
+  size_t FillUp(const std::string& rel, size_t chunk_size = 64 * 1024, bool sync_each = false) {
+    const auto chunk = test::Pattern(chunk_size, 99);
+    const int fd = ::open(path(rel).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    EXPECT_TRUE(test::Ok(fd)) << rel;
+    if (fd < 0) return 0;
+    size_t written = 0;
+    int error = 0;
+    // Bounded: twice the store's size, so a filesystem that never says ENOSPC fails the test.
+    while (written < 2 * kBackingBytes) {
+      const ssize_t n = ::write(fd, chunk.data(), chunk.size());
+      if (n < 0) {
+        error = errno;
+        break;
+      }
+      if (sync_each && ::fsync(fd) != 0) {
+        error = errno;
+        break;
+      }
+      written += static_cast<size_t>(n);
+    }
+    if (error == 0 && ::fsync(fd) != 0) error = errno;
+    if (::close(fd) != 0 && error == 0) error = errno;
+    EXPECT_EQ(error, ENOSPC) << "filling " << rel << " after " << written
+                             << " bytes: " << test::ErrnoName(error);
+    return written;
+  }
+
+  // The whole file, or the errno of the first failing call.
+  int ReadFile(const std::string& rel, std::vector<uint8_t>* out) {
+    out->clear();
+    const int fd = ::open(path(rel).c_str(), O_RDONLY);
+    if (fd < 0) return errno;
+    uint8_t buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0) {
+        const int e = errno;
+        ::close(fd);
+        return e;
+      }
+      if (n == 0) break;
+      out->insert(out->end(), buf, buf + n);
+    }
+    ::close(fd);
+    return 0;
+  }
+
+  void ExpectContents(const std::string& rel, const std::vector<uint8_t>& expected) {
+    std::vector<uint8_t> got;
+    const int e = ReadFile(rel, &got);
+    ASSERT_EQ(e, 0) << rel << ": " << test::ErrnoName(e);
+    ASSERT_EQ(got.size(), expected.size()) << rel;
+    EXPECT_TRUE(got == expected) << rel << " differs";
+  }
+
+  // What a file filled by FillUp reads back: a prefix of its chunk repeated, of at most
+  // `written` bytes, without an error on any page.
+  void ExpectFilledPrefix(const std::string& rel, size_t written, size_t chunk_size = 64 * 1024) {
+    std::vector<uint8_t> got;
+    const int e = ReadFile(rel, &got);
+    ASSERT_EQ(e, 0) << rel << ": " << test::ErrnoName(e);
+    EXPECT_LE(got.size(), written);
+    const auto chunk = test::Pattern(chunk_size, 99);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], chunk[i % chunk.size()]) << rel << " differs at byte " << i;
+  }
+
+  void ExpectFsckClean() {
+    vault_->Unmount();
+    test::ProcessResult r =
+        test::RunProcess({SIGILFS_BINARY, "fsck", cipher_, "--passfile", passfile_});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    vault_->Mount();
+  }
+
+  test::TempDir work_;
+  std::unique_ptr<test::SmallFilesystem> small_;
+  std::unique_ptr<test::MountedVault> vault_;
+  std::string cipher_, plain_, passfile_;
+};
+
+TEST_F(MountEnospcTest, AFullDiskFailsTheWriterAndKeepsEarlierData) {
+  const auto keep = test::Pattern(kMiB + 123, 1);
+  const auto small = test::Pattern(3000, 2);
+  Store("keep", keep);
+  Store("small", small);
+
+  const size_t written = FillUp("big");
+  ASSERT_GT(written, 0u);
+  ExpectContents("keep", keep);
+  ExpectContents("small", small);
+  ExpectFilledPrefix("big", written);
+  const size_t rest = FillUp("rest", 4096, true);
+  ExpectFilledPrefix("rest", rest, 4096);
+  ExpectFilledPrefix("big", written);
+
+  // Full: new files, directories, long names and attributes fail cleanly or work completely.
+  const std::string long_name(250, 'n');
+  for (const std::string& name : {std::string("fresh"), long_name}) {
+    const int fd = ::open(path(name).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) {
+      EXPECT_EQ(errno, ENOSPC) << name.size() << "-byte name: " << test::ErrnoName(errno);
+      EXPECT_FALSE(std::filesystem::exists(path(name))) << "a failed create left its entry";
+      continue;
+    }
+    const auto data = test::Pattern(20000, 3);
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    const int write_error = n < 0 ? errno : 0;
+    const int sync_error = ::fsync(fd) != 0 ? errno : 0;
+    ::close(fd);
+    EXPECT_TRUE(write_error == ENOSPC || sync_error == ENOSPC)
+        << "20000 bytes to a full disk: write " << test::ErrnoName(write_error) << ", fsync "
+        << test::ErrnoName(sync_error);
+    ASSERT_TRUE(test::Ok(::unlink(path(name).c_str())));
+  }
+  if (::mkdir(path("dir").c_str(), 0755) != 0) {
+    EXPECT_EQ(errno, ENOSPC) << test::ErrnoName(errno);
+    EXPECT_FALSE(std::filesystem::exists(path("dir"))) << "a failed mkdir left its entry";
+  } else {
+    EXPECT_TRUE(std::filesystem::is_empty(path("dir")));
+  }
+  const std::string value(3000, 'v');
+  if (::setxattr(path("keep").c_str(), "user.note", value.data(), value.size(), 0) != 0) {
+    EXPECT_EQ(errno, ENOSPC) << test::ErrnoName(errno);
+  }
+
+  // The daemon keeps serving: freeing the space makes writes work again.
+  ASSERT_TRUE(test::Ok(::unlink(path("big").c_str())));
+  ASSERT_TRUE(test::Ok(::unlink(path("rest").c_str())));
+  const auto after = test::Pattern(2 * kMiB, 4);
+  Store("after", after);
+  ExpectContents("keep", keep);
+  ExpectContents("after", after);
+
+  ExpectFsckClean();
+  ExpectContents("keep", keep);
+  ExpectContents("small", small);
+  ExpectContents("after", after);
+}
+
+// Appending re-seals the old last page (it is no longer last); running out of space on the way
+// must leave the file as it was or as far as the writer was told, never cut or unreadable.
+TEST_F(MountEnospcTest, AnAppendThatRunsOutOfSpaceLeavesTheFileReadable) {
+  auto model = test::Pattern(10000, 5);  // last page partly filled
+  Store("log", model);
+  const size_t filled = FillUp("filler");
+  ASSERT_GT(filled, 0u);
+
+  const auto more = test::Pattern(512 * 1024, 6);
+  const int fd = ::open(path("log").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_TRUE(test::Ok(fd));
+  size_t appended = 0;
+  int error = 0;
+  while (appended < more.size()) {
+    const ssize_t n =
+        ::write(fd, more.data() + appended, std::min<size_t>(4096, more.size() - appended));
+    if (n < 0) {
+      error = errno;
+      break;
+    }
+    appended += static_cast<size_t>(n);
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  EXPECT_EQ(error, ENOSPC) << test::ErrnoName(error);
+
+  // Whatever length the file now has, every byte of it is the old data or the appended data.
+  std::vector<uint8_t> got;
+  const int e = ReadFile("log", &got);
+  ASSERT_EQ(e, 0) << test::ErrnoName(e);
+  ASSERT_GE(got.size(), model.size());
+  ASSERT_LE(got.size(), model.size() + appended);
+  model.insert(model.end(), more.begin(), more.begin() + (got.size() - model.size()));
+  EXPECT_TRUE(got == model);
+
+  ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
+  ExpectFsckClean();
+  std::vector<uint8_t> again;
+  ASSERT_EQ(ReadFile("log", &again), 0);
+  EXPECT_TRUE(again == got) << "the file changed across a remount";
+}
+
+// Overwriting pages in place needs no new space (tmpfs, like ext4, rewrites blocks where they
+// are), so on a full disk it works and reads back.
+TEST_F(MountEnospcTest, OverwritesInPlaceWorkOnAFullDisk) {
+  auto model = test::Pattern(256 * 1024, 7);
+  Store("data", model);
+  ASSERT_GT(FillUp("filler"), 0u);
+
+  const int fd = ::open(path("data").c_str(), O_WRONLY);
+  ASSERT_TRUE(test::Ok(fd));
+  const auto patch = test::Pattern(64 * 1024 + 100, 8);
+  const ssize_t n = ::pwrite(fd, patch.data(), patch.size(), 4096 + 7);
+  const int write_error = n < 0 ? errno : 0;
+  const int sync_error = ::fsync(fd) != 0 ? errno : 0;
+  ::close(fd);
+  ASSERT_EQ(write_error, 0) << test::ErrnoName(write_error);
+  ASSERT_EQ(sync_error, 0) << test::ErrnoName(sync_error);
+  ASSERT_EQ(n, static_cast<ssize_t>(patch.size()));
+  std::copy(patch.begin(), patch.end(), model.begin() + 4096 + 7);
+  ExpectContents("data", model);
+  ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
+  ExpectFsckClean();
+}
+
+}  // namespace
+}  // namespace sigilfs
