@@ -15,29 +15,18 @@
 #include <functional>
 #include <string>
 
+#include "test_support/as_nobody.h"
 #include "test_support/mount.h"
 
 namespace sigilfs {
 namespace {
 
-constexpr uid_t kNobody = 65534;
-constexpr gid_t kNogroup = 65534;
+using test::kNobody;
+using test::kNogroup;
 constexpr gid_t kOtherGroup = 100;  // "users": a group the unprivileged user is not in
 
-// Runs `body` in a child process as nobody:nogroup; returns its result (0, or an errno).
-int AsNobody(const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(kNogroup) != 0 || ::setuid(kNobody) != 0)
-      ::_exit(125);
-    ::_exit(body());
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 126;
-}
-
-int ErrnoOf(int rc) { return rc < 0 ? errno : 0; }
+using test::AsNobody;
+using test::ErrnoOf;
 
 class MountPermissionsTest : public ::testing::Test {
  protected:

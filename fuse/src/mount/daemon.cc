@@ -150,6 +150,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   MountOptions fs_options;
   fs_options.read_only = o.read_only;
   fs_options.set_owner = ::geteuid() == 0;
+  fs_options.acls = o.xattrs;  // ACLs are extended attributes to the kernel
   Filesystem fs(std::move(volume), fs_options);
 
   fuse_session* se = fuse_session_new(&args, &Operations(o.xattrs), sizeof(fuse_lowlevel_ops), &fs);

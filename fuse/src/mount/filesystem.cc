@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "acl.h"
 #include "log.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/unique_fd.h"
@@ -72,6 +73,10 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
   }
   root_->type = S_IFDIR;
   root_->nlookup = 1;  // the kernel holds the root forever
+  // Every create asks for its directory's default ACL: name its attribute once.
+  if (auto n = volume_->names().XattrStoredName(acl::kAccessName); n.ok()) stored_access_acl_ = *n;
+  if (auto n = volume_->names().XattrStoredName(acl::kDefaultName); n.ok())
+    stored_default_acl_ = *n;
 }
 
 Filesystem::~Filesystem() { FlushAll(); }
@@ -382,12 +387,13 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   if (options_.read_only) return Status::FromErrno(EROFS, "create");
   std::shared_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, S_IFREG, mode, caller));
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
   const int dirfd = at.dirfd;
   const std::string& stored = at.stored;
   // Cipher files are always opened for reading too: partial writes read the old page.
   constexpr int kOpen = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
-  int fd = ::openat(dirfd, stored.c_str(), kOpen | O_CREAT | O_EXCL, mode & 07777);
+  int fd = ::openat(dirfd, stored.c_str(), kOpen | O_CREAT | O_EXCL, modes.initial());
   const bool created = fd >= 0;
   if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0)
     fd = ::openat(dirfd, stored.c_str(), kOpen);  // lost a race with another creator
@@ -396,7 +402,16 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
     Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir.st_ino, stored.c_str(),
         created ? 1 : 0);
   Fd file(fd);
-  if (created) SIGILFS_RETURN_IF_ERROR(Chown(dirfd, stored, caller, at.dir));
+  if (created) {
+    Status s = Chown(dirfd, stored, caller, at.dir);
+    if (s.ok()) s = FinishNew(ProcPath(fd), modes);
+    if (!s.ok()) {
+      // Not half made: a file without its ACL could give a named user what the ACL denies.
+      ::unlinkat(dirfd, stored.c_str(), 0);
+      volume_->ReleaseName(dirfd, stored);
+      return s;
+    }
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0) return Errno("stat");
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
@@ -521,39 +536,27 @@ namespace {
 
 constexpr std::string_view kUserNamespace = "user.";
 
-// Only `user.*` attributes are stored (encrypted); the others are not the vault's to keep.
-Status CheckXattrName(const std::string& name) {
-  if (name.compare(0, kUserNamespace.size(), kUserNamespace) != 0)
-    return Status::FromErrno(EOPNOTSUPP, "xattr namespace");
-  return Status::Ok();
+// Only `user.*` attributes and, once the kernel took them, POSIX ACLs are stored (encrypted);
+// the others are not the vault's to keep.
+Status CheckXattrName(const std::string& name, bool acls) {
+  if (name.compare(0, kUserNamespace.size(), kUserNamespace) == 0) return Status::Ok();
+  if (acls && acl::IsAclName(name)) return Status::Ok();
+  return Status::FromErrno(EOPNOTSUPP, "xattr namespace");
 }
+
+const std::string kAccessAcl(acl::kAccessName), kDefaultAcl(acl::kDefaultName);
 
 }  // namespace
 
-Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags) {
-  if (options_.read_only) return Status::FromErrno(EROFS, "setxattr");
-  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name));
-  if (S_ISLNK(inode.type)) return Status::FromErrno(EPERM, "setxattr on a symlink");
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
-  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
-                           volume_->names().SealXattr(stored, name, value));
-  std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
-  if (::setxattr(ProcPath(fd.get()).c_str(), stored.c_str(), sealed.data(), sealed.size(), flags) !=
-      0)
-    return Errno("setxattr");
-  return Status::Ok();
+Result<std::string> Filesystem::StoredXattrName(const std::string& name) const {
+  if (name == kAccessAcl && !stored_access_acl_.empty()) return stored_access_acl_;
+  if (name == kDefaultAcl && !stored_default_acl_.empty()) return stored_default_acl_;
+  return volume_->names().XattrStoredName(name);
 }
 
-Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::string& name) {
-  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name));
-  if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
-  std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
-  const std::string path = ProcPath(fd.get());
+Result<std::vector<uint8_t>> Filesystem::ReadXattr(const std::string& path,
+                                                   const std::string& name) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredXattrName(name));
   std::vector<uint8_t> sealed;
   for (;;) {  // the value may change size between the two calls
     const ssize_t size = ::getxattr(path.c_str(), stored.c_str(), nullptr, 0);
@@ -572,6 +575,141 @@ Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::str
     return x.status();
   }
   return std::move(x->value);
+}
+
+Status Filesystem::StoreAcl(const std::string& path, const std::string& name,
+                            const std::vector<uint8_t>* value, int flags, mode_t mode) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredXattrName(name));
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Errno("stat");
+  const mode_t current = st.st_mode & 07777;
+  // ext4 lets the owner set an ACL on a file it cannot write; `user.*` attributes of the cipher
+  // file need write permission unless the daemon is root.
+  const bool lend = ::geteuid() != 0 && (current & S_IWUSR) == 0;
+  if (lend && ::chmod(path.c_str(), current | S_IWUSR) != 0) return Errno("chmod");
+  Status s = Status::Ok();
+  if (value != nullptr) {
+    auto sealed = volume_->names().SealXattr(stored, name, *value);
+    if (!sealed.ok()) {
+      s = sealed.status();
+    } else if (::setxattr(path.c_str(), stored.c_str(), sealed->data(), sealed->size(), flags) !=
+               0) {
+      s = Errno("setxattr");
+    }
+  } else if (::removexattr(path.c_str(), stored.c_str()) != 0 && errno != ENODATA) {
+    s = Errno("removexattr");
+  }
+  if (!s.ok()) {
+    if (lend) (void)::chmod(path.c_str(), current);
+    return s;
+  }
+  if ((lend || current != mode) && ::chmod(path.c_str(), mode) != 0) return Errno("chmod");
+  return Status::Ok();
+}
+
+Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
+                          const Caller& caller) {
+  auto parsed = acl::Parse(value);
+  if (!parsed.ok()) return parsed.status();
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Errno("stat");
+  const std::string path = ProcPath(fd.get());
+  const mode_t current = st.st_mode & 07777;
+  const std::vector<uint8_t> bytes = acl::Serialize(*parsed);
+  if (name == kDefaultAcl) {
+    // Only directories have one (the kernel refuses the others before asking, as ext4 does).
+    if (!S_ISDIR(st.st_mode)) return Status::FromErrno(EACCES, "default ACL on a non-directory");
+    return StoreAcl(path, name, &bytes, flags, current);
+  }
+  // FUSE leaves posix_acl_update_mode to the server: the mode follows the ACL, an ACL the mode
+  // says in full is not stored, and set-group-ID goes unless the caller is in the file's group.
+  mode_t perms = 0;
+  const bool equivalent = acl::EquivalentMode(*parsed, &perms);
+  mode_t mode = (current & ~0777u) | perms;
+  if ((mode & S_ISGID) != 0 && !caller.InGroup(st.st_gid)) mode &= ~S_ISGID;
+  if (DebugOps())
+    Log("op setacl ino=%llu mode %o -> %o equivalent=%d", (unsigned long long)st.st_ino, current,
+        mode, equivalent ? 1 : 0);
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    // The backing filesystem keeps no `user.*` attributes on special files: only what the mode
+    // can say is possible there.
+    if (!equivalent) return Status::FromErrno(EOPNOTSUPP, "ACL on a special file");
+    if (mode != current && ::chmod(path.c_str(), mode) != 0) return Errno("chmod");
+    return Status::Ok();
+  }
+  return StoreAcl(path, name, equivalent ? nullptr : &bytes, flags, mode);
+}
+
+Result<Filesystem::NewModes> Filesystem::ModesForNew(int parent_dirfd, mode_t type, mode_t mode,
+                                                     const Caller& caller) {
+  NewModes out;
+  out.mode = mode & 07777;
+  if (acls()) {
+    // With POSIX ACLs the kernel neither applies the umask nor inherits default ACLs for FUSE:
+    // posix_acl_create is the daemon's.
+    auto inherited = ReadXattr(ProcPath(parent_dirfd), kDefaultAcl);
+    if (inherited.ok()) {
+      auto parsed = acl::Parse(*inherited);
+      if (!parsed.ok()) {
+        Log("default ACL of directory: %s", parsed.status().ToString().c_str());
+        return Status(Code::kCorrupt, "stored default ACL");
+      }
+      if (acl::CreateMasq(*parsed, &out.mode)) out.access_acl = acl::Serialize(*parsed);
+      if (S_ISDIR(type)) out.default_acl = std::move(*inherited);
+      return out;
+    }
+    if (inherited.status().sys_errno() != ENODATA) return inherited.status();
+  }
+  out.mode &= ~caller.umask;
+  return out;
+}
+
+Status Filesystem::FinishNew(const std::string& path, const NewModes& modes) {
+  // The access ACL first: until it is stored the entry has its owner's bits only.
+  if (!modes.access_acl.empty())
+    SIGILFS_RETURN_IF_ERROR(StoreAcl(path, kAccessAcl, &modes.access_acl, 0, modes.mode));
+  if (!modes.default_acl.empty())
+    SIGILFS_RETURN_IF_ERROR(StoreAcl(path, kDefaultAcl, &modes.default_acl, 0, modes.mode));
+  // The daemon's own umask applied to the cipher object too, and a chown by root clears
+  // set-ID bits: the mode asked for wins.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Errno("stat");
+  if ((st.st_mode & 07777) != modes.mode && ::chmod(path.c_str(), modes.mode) != 0)
+    return Errno("chmod");
+  return Status::Ok();
+}
+
+Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags,
+                              const Caller& caller) {
+  if (options_.read_only) return Status::FromErrno(EROFS, "setxattr");
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
+  if (acl::IsAclName(name)) {
+    if (S_ISLNK(inode.type)) return Status::FromErrno(EOPNOTSUPP, "ACL on a symlink");
+    return SetAcl(inode, name, value, flags, caller);
+  }
+  if (S_ISLNK(inode.type)) return Status::FromErrno(EPERM, "setxattr on a symlink");
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
+                           volume_->names().SealXattr(stored, name, value));
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  if (::setxattr(ProcPath(fd.get()).c_str(), stored.c_str(), sealed.data(), sealed.size(), flags) !=
+      0)
+    return Errno("setxattr");
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::string& name) {
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
+  if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
+  std::shared_lock tree(tree_mu_);
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  Fd fd(raw);
+  return ReadXattr(ProcPath(fd.get()), name);
 }
 
 Result<std::string> Filesystem::DoListxattr(Inode& inode) {
@@ -622,8 +760,18 @@ Result<std::string> Filesystem::DoListxattr(Inode& inode) {
 
 Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "removexattr");
-  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name));
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "removexattr");
+  if (acl::IsAclName(name)) {
+    // As on ext4, removing an ACL that is not there is no error (and changes no mode).
+    std::shared_lock tree(tree_mu_);
+    SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+    Fd fd(raw);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return Errno("stat");
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return Status::Ok();  // never stored
+    return StoreAcl(ProcPath(fd.get()), name, nullptr, 0, st.st_mode & 07777);
+  }
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
   std::shared_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
@@ -693,9 +841,29 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
       SIGILFS_ASSIGN_OR_RETURN(raw, OpenInode(inode, O_PATH));
     }
     Fd fd(raw);
-    if ((to_set & kSetMode) != 0 && !S_ISLNK(inode.type) &&
-        ::chmod(ProcPath(fd.get()).c_str(), attr.st_mode & 07777) != 0)
-      return Errno("chmod");
+    if ((to_set & kSetMode) != 0 && !S_ISLNK(inode.type)) {
+      const std::string path = ProcPath(fd.get());
+      const mode_t mode = attr.st_mode & 07777;
+      // The kernel leaves a FUSE server's ACLs alone on chmod (posix_acl_chmod is the
+      // server's): the owner, group-class (mask) and other entries follow the new mode.
+      std::vector<uint8_t> rewritten;
+      if (acls() && (S_ISREG(inode.type) || S_ISDIR(inode.type))) {
+        auto value = ReadXattr(path, kAccessAcl);
+        if (value.ok()) {
+          auto parsed = acl::Parse(*value);
+          if (!parsed.ok()) return Status(Code::kCorrupt, "stored access ACL");
+          acl::Chmod(*parsed, mode);
+          rewritten = acl::Serialize(*parsed);
+        } else if (value.status().sys_errno() != ENODATA) {
+          return value.status();
+        }
+      }
+      if (!rewritten.empty()) {
+        SIGILFS_RETURN_IF_ERROR(StoreAcl(path, kAccessAcl, &rewritten, 0, mode));
+      } else if (::chmod(path.c_str(), mode) != 0) {
+        return Errno("chmod");
+      }
+    }
     if ((to_set & (kSetUid | kSetGid)) != 0 &&
         ::fchownat(fd.get(), "", (to_set & kSetUid) ? attr.st_uid : static_cast<uid_t>(-1),
                    (to_set & kSetGid) ? attr.st_gid : static_cast<gid_t>(-1),
@@ -752,10 +920,27 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
   std::shared_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, mode & S_IFMT, mode, caller));
+  if (!S_ISREG(mode)) {
+    // The backing filesystem keeps no `user.*` attributes on special files: they get the mode
+    // the inherited ACL allows, without its named entries.
+    modes.access_acl.clear();
+  }
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
-  if (::mknodat(at.dirfd, at.stored.c_str(), mode, rdev) != 0) return Errno("mknod");
+  if (::mknodat(at.dirfd, at.stored.c_str(), (mode & S_IFMT) | modes.initial(), rdev) != 0)
+    return Errno("mknod");
   if (DebugOps()) Log("op mknod dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
-  SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
+  Status s = Chown(at.dirfd, at.stored, caller, at.dir);
+  if (s.ok()) {
+    const int raw = ::openat(at.dirfd, at.stored.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    s = raw < 0 ? Errno("mknod") : FinishNew(ProcPath(raw), modes);
+    if (raw >= 0) ::close(raw);
+  }
+  if (!s.ok()) {
+    ::unlinkat(at.dirfd, at.stored.c_str(), 0);
+    volume_->ReleaseName(at.dirfd, at.stored);
+    return s;
+  }
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
 
@@ -764,11 +949,21 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
   std::shared_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, S_IFDIR, mode, caller));
   // A setgid directory passes its bit on to subdirectories, as on ext4.
-  const mode_t dir_mode = (mode & 07777) | (at.dir.st_mode & S_ISGID);
-  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(at.dirfd, at.iv, name, dir_mode));
+  modes.mode |= at.dir.st_mode & S_ISGID;
+  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(at.dirfd, at.iv, name, modes.initial()));
   if (DebugOps()) Log("op mkdir dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
   SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
+  {
+    // A directory is never half made by MakeDirectory; one whose ACLs could not be stored keeps
+    // its owner's bits only (the error is reported).
+    const int raw =
+        ::openat(at.dirfd, at.stored.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) return Errno("mkdir");
+    Fd dir(raw);
+    SIGILFS_RETURN_IF_ERROR(FinishNew(ProcPath(dir.get()), modes));
+  }
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -56,10 +57,15 @@ struct Entry {
   struct stat attr;
 };
 
-// Who asks: for ownership of new files and setgid rules.
+// Who asks: for ownership of new files, setgid rules and the umask of creates.
 struct Caller {
   uid_t uid = 0;
   gid_t gid = 0;
+  mode_t umask = 0;           // create, mkdir, mknod: applied here unless a default ACL is
+  std::vector<gid_t> groups;  // supplementary groups, filled only where a rule needs them
+  bool InGroup(gid_t g) const {
+    return uid == 0 || gid == g || std::find(groups.begin(), groups.end(), g) != groups.end();
+  }
 };
 
 // Which attributes DoSetattr changes (the same bits as FUSE_SET_ATTR_*).
@@ -77,6 +83,7 @@ enum SetattrBits : int {
 struct MountOptions {
   bool read_only = false;
   bool set_owner = false;  // chown new files to the caller (root daemon serving other users)
+  bool acls = false;       // offer POSIX ACLs to the kernel (needs extended attributes)
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
@@ -123,9 +130,13 @@ class Filesystem {
   Status DoFsync(Inode& inode, bool datasync);
   Status DoRelease(Inode& inode, bool writer);
 
-  // Extended attributes: `user.*` only (EOPNOTSUPP for other namespaces), names hashed and
-  // values sealed (NameCodec). Get/list return the value or list; the caller sizes its reply.
-  Status DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags);
+  // Extended attributes: `user.*`, and the POSIX ACLs `system.posix_acl_access` and
+  // `system.posix_acl_default` once the kernel took them (EOPNOTSUPP for the rest), names hashed
+  // and values sealed (NameCodec). Setting an access ACL also sets the mode it stands for (and
+  // stores nothing if the mode says it all); the caller's groups decide whether set-group-ID
+  // stays. Get/list return the value or list; the caller sizes its reply.
+  Status DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags,
+                    const Caller& caller);
   Result<std::vector<uint8_t>> DoGetxattr(Inode& inode, const std::string& name);
   Result<std::string> DoListxattr(Inode& inode);  // NUL-terminated names, back to back
   Status DoRemovexattr(Inode& inode, const std::string& name);
@@ -144,6 +155,13 @@ class Filesystem {
   };
   Result<std::unique_ptr<DirHandle>> DoOpendir(Inode& inode);
   core::Volume& volume() { return *volume_; }
+
+  // POSIX ACLs: asked for (MountOptions::acls), and whether the kernel took them (set in init,
+  // before any other request). With them the kernel checks permissions against the ACLs and
+  // leaves the umask and default-ACL inheritance of new entries to the daemon.
+  bool wants_acls() const { return options_.acls; }
+  void set_acls(bool on) { acls_.store(on, std::memory_order_relaxed); }
+  bool acls() const { return acls_.load(std::memory_order_relaxed); }
 
   // Writes back every open file (on unmount and on signals).
   void FlushAll();
@@ -183,6 +201,29 @@ class Filesystem {
   Result<struct stat> Translate(struct stat st, int dirfd, const std::string& stored,
                                 const Inode* inode);
   Status Chown(int dirfd, const std::string& stored, const Caller& caller, const struct stat& dir);
+  // What a new entry gets: its mode (the umask applied, or restricted by the parent's default
+  // ACL) and the ACLs it inherits (empty when none is stored). REQUIRES tree_mu_
+  struct NewModes {
+    mode_t mode = 0;                   // permission bits (and set-ID bits) of the new entry
+    std::vector<uint8_t> access_acl;   // inherited access ACL, xattr form
+    std::vector<uint8_t> default_acl;  // directories: the parent's default ACL
+    // Until its access ACL is stored a new entry has its owner's bits only: the ACL may deny a
+    // named user what the group or other bits would allow.
+    mode_t initial() const { return access_acl.empty() ? mode : mode & ~(S_IRWXG | S_IRWXO); }
+  };
+  Result<NewModes> ModesForNew(int parent_dirfd, mode_t type, mode_t mode, const Caller& caller);
+  // Stores a new entry's inherited ACLs and then gives it its final mode.
+  Status FinishNew(const std::string& path, const NewModes& modes);
+  Result<std::string> StoredXattrName(const std::string& name) const;
+  // The plaintext value of an extended attribute of the object at `path` (ENODATA if none).
+  Result<std::vector<uint8_t>> ReadXattr(const std::string& path, const std::string& name);
+  // Stores (or with no value, removes; a missing one is no error) a POSIX ACL at `path` and then
+  // sets the permission bits to `mode`. A daemon that is not root needs write permission on a
+  // cipher object to change its `user.*` attributes: the owner write bit is lent meanwhile.
+  Status StoreAcl(const std::string& path, const std::string& name,
+                  const std::vector<uint8_t>* value, int flags, mode_t mode);
+  Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
+                const Caller& caller);
   Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);    // REQUIRES inode.mu
   void CloseContentsLocked(Inode& inode);                                   // REQUIRES inode.mu
   std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
@@ -202,6 +243,8 @@ class Filesystem {
   std::atomic<std::chrono::steady_clock::rep> last_activity_ns_{
       std::chrono::steady_clock::now().time_since_epoch().count()};
   std::atomic<int> open_files_{0};
+  std::atomic<bool> acls_{false};
+  std::string stored_access_acl_, stored_default_acl_;  // stored names of the ACL attributes
 };
 
 }  // namespace sigilfs::fuse

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "acl.h"
 #include "filesystem.h"
 #include "log.h"
 #include "sigilfs/core/source.h"
@@ -43,7 +44,28 @@ std::shared_ptr<Inode> InodeOf(fuse_req_t req, fuse_ino_t ino) { return Fs(req).
 
 Caller CallerOf(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  return Caller{ctx->uid, ctx->gid};
+  Caller caller;
+  caller.uid = ctx->uid;
+  caller.gid = ctx->gid;
+  caller.umask = ctx->umask;  // sent with create, mkdir and mknod; 0 for the others
+  return caller;
+}
+
+// The caller with its supplementary groups (libfuse reads them from /proc: only where needed).
+Caller CallerWithGroups(fuse_req_t req) {
+  Caller caller = CallerOf(req);
+  std::vector<gid_t> groups(32);
+  for (;;) {
+    const int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n < 0) break;  // unknown: only uid and gid count
+    if (static_cast<size_t>(n) <= groups.size()) {
+      groups.resize(static_cast<size_t>(n));
+      caller.groups = std::move(groups);
+      break;
+    }
+    groups.resize(static_cast<size_t>(n));
+  }
+  return caller;
 }
 
 void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
@@ -71,11 +93,21 @@ void ReplyAttr(fuse_req_t req, Result<struct stat> r) {
 
 void ReplyStatus(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() ? 0 : ErrnoFor(s)); }
 
-void Init(void*, fuse_conn_info* conn) {
+void Init(void* userdata, fuse_conn_info* conn) {
   // Request data arrives in memory (not through a pipe), so large writes are sealed straight
   // from the request buffer without a copy.
   conn->want &= ~FUSE_CAP_SPLICE_READ;
   if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) != 0) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // POSIX ACLs: the kernel then checks permissions against them (it turns default_permissions
+  // on), caches them, and leaves to the daemon what ext4 does in posix_acl_create and
+  // posix_acl_chmod. The umask must reach the daemon unapplied (FUSE_DONT_MASK): it applies
+  // only where no default ACL is inherited.
+  auto& fs = *static_cast<Filesystem*>(userdata);
+  constexpr unsigned kAcl = FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+  if (fs.wants_acls() && (conn->capable & kAcl) == kAcl) {
+    conn->want |= kAcl;
+    fs.set_acls(true);
+  }
 }
 
 void Destroy(void* userdata) { static_cast<Filesystem*>(userdata)->FlushAll(); }
@@ -298,9 +330,11 @@ void Ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_in
 
 void Setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
-  ReplyStatus(req,
-              Fs(req).DoSetxattr(*InodeOf(req, ino), name,
-                                 ByteSpan(reinterpret_cast<const uint8_t*>(value), size), flags));
+  // Setting an access ACL drops set-group-ID unless the caller is in the file's group.
+  const Caller caller = acl::kAccessName == name ? CallerWithGroups(req) : CallerOf(req);
+  ReplyStatus(req, Fs(req).DoSetxattr(*InodeOf(req, ino), name,
+                                      ByteSpan(reinterpret_cast<const uint8_t*>(value), size),
+                                      flags, caller));
 }
 
 // getxattr and listxattr: size 0 asks for the size; a buffer too small is ERANGE.
