@@ -2,6 +2,7 @@
 // always unmounted (and the daemon killed if it hangs) when the object goes away.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -62,6 +63,8 @@ class MountedVault {
   std::string path(const std::string& rel) const { return plain() + "/" + rel; }
   std::string log() const { return ReadAll(dir_.path() / "daemon.log"); }
   bool mounted() const { return pid_ > 0; }
+  // The daemon's pid (it runs in the foreground, so it is the process started here), or -1.
+  pid_t pid() const { return pid_; }
 
   void Mount() {
     const std::string log_path = (dir_.path() / "daemon.log").string();
@@ -94,9 +97,12 @@ class MountedVault {
     throw std::runtime_error("sigilfs mount did not come up: " + log());
   }
 
-  // Unmounts and waits for the daemon; kills it if it does not exit within 15 s.
+  // Unmounts and waits for the daemon; kills it if it does not exit within 15 s. A report of a
+  // sanitizer in the daemon's log (it runs in another process, so nothing else would see it)
+  // fails the test.
   void Unmount() {
     if (pid_ <= 0) return;
+    const ScopedLogCheck check(*this);
     RunProcess({"/bin/fusermount3", "-u", "-z", plain()});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
     int status;
@@ -121,6 +127,7 @@ class MountedVault {
   // (processes may still hold descriptors on it). Mount() mounts the vault again.
   void Kill() {
     if (pid_ <= 0) return;
+    const ScopedLogCheck check(*this);
     ::kill(pid_, SIGKILL);
     int status;
     ::waitpid(pid_, &status, 0);
@@ -129,6 +136,26 @@ class MountedVault {
   }
 
  private:
+  // On scope exit (once the daemon has stopped): fails the test if the daemon's log holds a
+  // report of ASan, LSan, TSan or UBSan, quoting it.
+  struct ScopedLogCheck {
+    const MountedVault& v;
+    explicit ScopedLogCheck(const MountedVault& vault) : v(vault) {}
+    ~ScopedLogCheck() {
+      const std::string text = v.log();
+      for (const char* mark : {"Sanitizer", "runtime error:"}) {
+        const size_t at = text.find(mark);
+        if (at == std::string::npos) continue;
+        const size_t from = text.rfind('\n', at);
+        ADD_FAILURE() << "the daemon reported:\n"
+                      << text.substr(from == std::string::npos ? 0 : from + 1, 3000);
+        return;
+      }
+    }
+    ScopedLogCheck(const ScopedLogCheck&) = delete;
+    ScopedLogCheck& operator=(const ScopedLogCheck&) = delete;
+  };
+
   TempDir dir_;
   std::vector<std::string> extra_;
   std::string cipher_, plain_, passfile_;  // given, or empty for the ones in dir_
