@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -419,51 +420,55 @@ TEST_P(PageLayerTest, NoSpaceReachesTheWriterAndKeepsEarlierData) {
 // the point, the file must keep what it stored before: the old last page (re-sealed as not-last
 // when the file grows, and longer if it was short) must not be left half-written, and no torn
 // unit may stay behind. For every point of a growth by appending through the cache and by a
-// large write going straight to the cipher file, both over a short and over a full last page.
-TEST_P(PageLayerTest, NoSpaceWhileGrowingLeavesTheStoredFileAsItWas) {
-  for (const size_t old_size : {size_t{10000}, size_t{8192}}) {
-    for (const size_t added : {size_t{3 * 4096 + 5}, size_t{40 * 4096}}) {
-      const auto before = Pattern(old_size, 1);
-      const auto more = Pattern(added, 2);
-      {
-        auto f = Open("a");
-        WriteAll(*f, 0, before);
-      }
-      // Bytes the growth needs beyond the file's present end; the last budget tried suffices.
-      const size_t needed =
-          layer_->geometry().CipherSize(old_size + added) - layer_->geometry().CipherSize(old_size);
-      const size_t step = added > 4 * 4096 ? 257 : 13;
-      for (size_t budget = 0; budget < needed + step; budget += step) {
-        FaultPlan plan;
-        plan.write_budget = static_cast<int64_t>(budget);
-        plan.torn_writes = true;
-        plan.growth_only = true;
-        auto opened =
-            layer_->Open(std::make_unique<FaultyBackingFile>(backend_.Open("a"), plan), "a");
-        ASSERT_TRUE(opened.ok());
-        auto write = (*opened)->Write(old_size, more);
-        Status flushed = write.ok() ? (*opened)->Flush() : write.status();
-        ASSERT_EQ(flushed.ok(), budget >= needed) << "budget " << budget << " of " << needed;
-        opened->reset();  // its last flush fails too: the budget is spent
-        auto g = Open("a");
-        const auto got = ReadAll(*g);
-        auto expect = before;
-        expect.insert(expect.end(), more.begin(), more.end());
-        if (flushed.ok()) {
-          ASSERT_EQ(got, expect) << "budget " << budget;
-        } else {
-          // The old contents, and of the new only write-backs that completed (a large write
-          // stores its whole pages before the rest is flushed).
-          ASSERT_EQ(flushed.code(), Code::kNoSpace) << flushed.ToString();
-          ASSERT_GE(got.size(), old_size);
-          ASSERT_TRUE(std::equal(got.begin(), got.end(), expect.begin()))
-              << "old " << old_size << ", adding " << added << ", budget " << budget << ", got "
-              << got.size();
+// large write going straight to the cipher file, both over a short and over a full last page;
+// the same for a device error (EIO) there.
+TEST_P(PageLayerTest, WriteErrorsWhileGrowingLeaveTheStoredFileAsItWas) {
+  const std::pair<int, Code> errors[] = {{ENOSPC, Code::kNoSpace}, {EIO, Code::kIoError}};
+  for (const auto& [error, code] : errors)
+    for (const size_t old_size : {size_t{10000}, size_t{8192}}) {
+      for (const size_t added : {size_t{3 * 4096 + 5}, size_t{40 * 4096}}) {
+        const auto before = Pattern(old_size, 1);
+        const auto more = Pattern(added, 2);
+        {
+          auto f = Open("a");
+          WriteAll(*f, 0, before);
         }
-        ASSERT_TRUE(g->Truncate(old_size).ok());  // back to the old contents for the next budget
+        // Bytes the growth needs beyond the file's present end; the last budget tried suffices.
+        const size_t needed = layer_->geometry().CipherSize(old_size + added) -
+                              layer_->geometry().CipherSize(old_size);
+        const size_t step = (added > 4 * 4096 ? 257 : 13) * (error == EIO ? 3 : 1);
+        for (size_t budget = 0; budget < needed + step; budget += step) {
+          FaultPlan plan;
+          plan.write_budget = static_cast<int64_t>(budget);
+          plan.torn_writes = true;
+          plan.growth_only = true;
+          plan.write_errno = error;
+          auto opened =
+              layer_->Open(std::make_unique<FaultyBackingFile>(backend_.Open("a"), plan), "a");
+          ASSERT_TRUE(opened.ok());
+          auto write = (*opened)->Write(old_size, more);
+          Status flushed = write.ok() ? (*opened)->Flush() : write.status();
+          ASSERT_EQ(flushed.ok(), budget >= needed) << "budget " << budget << " of " << needed;
+          opened->reset();  // its last flush fails too: the budget is spent
+          auto g = Open("a");
+          const auto got = ReadAll(*g);
+          auto expect = before;
+          expect.insert(expect.end(), more.begin(), more.end());
+          if (flushed.ok()) {
+            ASSERT_EQ(got, expect) << "budget " << budget;
+          } else {
+            // The old contents, and of the new only write-backs that completed (a large write
+            // stores its whole pages before the rest is flushed).
+            ASSERT_EQ(flushed.code(), code) << flushed.ToString();
+            ASSERT_GE(got.size(), old_size);
+            ASSERT_TRUE(std::equal(got.begin(), got.end(), expect.begin()))
+                << "old " << old_size << ", adding " << added << ", budget " << budget << ", got "
+                << got.size();
+          }
+          ASSERT_TRUE(g->Truncate(old_size).ok());  // back to the old contents for the next budget
+        }
       }
     }
-  }
 }
 
 TEST_P(PageLayerTest, ReadErrorsAreReported) {
