@@ -48,6 +48,8 @@ bool SameName(const Inode::Name& n, const Inode& parent, const std::string& stor
 void AddName(Inode& inode, const std::shared_ptr<Inode>& parent, const std::string& stored) {
   for (auto it = inode.names.begin(); it != inode.names.end(); ++it) {
     if (SameName(*it, *parent, stored)) {
+      // Through the node the kernel uses now: the one renames of that directory keep current.
+      it->parent = parent;
       std::rotate(inode.names.begin(), it, it + 1);  // most recently used first
       return;
     }
@@ -95,18 +97,54 @@ std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
 
 void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   if (nodeid == 1) return;
-  std::shared_ptr<Inode> keep;  // dropped outside the lock
+  std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
   std::lock_guard lock(table_mu_);
   Inode* inode = reinterpret_cast<Inode*>(nodeid);  // NOLINT(performance-no-int-to-ptr)
   inode->nlookup -= std::min(n, inode->nlookup);
   if (inode->nlookup > 0) return;
   auto it = table_.find({inode->key_dev, inode->key_ino});
   if (it != table_.end() && it->second.get() == inode) {
-    keep = std::move(it->second);
+    // The kernel forgets a directory once it has no dentry below it, but a file there may live
+    // on through a hard link elsewhere (or a FORGET of a child may still be on its way): such a
+    // node still names this one as its parent and reaches its files through it. Out of the
+    // table, renames of the directory would no longer update it (they find nodes here) while
+    // the next lookup made a second node for it: paths through the first went stale and
+    // OpenInode dropped the child's valid name (link() then failed with ENOENT). So it stays,
+    // kept current, and is this directory's node again when looked up. (Anything else holding
+    // it briefly keeps it too: it is then dropped with its last child, or looked up again.)
+    if (S_ISDIR(inode->type) && it->second.use_count() > 1) return;
+    std::shared_ptr<Inode> node = std::move(it->second);
     table_.erase(it);
+    DropLocked(std::move(node), &dropped);
   } else if (auto o = orphans_.find(inode); o != orphans_.end()) {
-    keep = std::move(o->second);
+    std::shared_ptr<Inode> node = std::move(o->second);
     orphans_.erase(o);
+    DropLocked(std::move(node), &dropped);
+  }
+}
+
+void Filesystem::DropLocked(std::shared_ptr<Inode> node,
+                            std::vector<std::shared_ptr<Inode>>* dropped) {
+  std::vector<std::shared_ptr<Inode>> work{std::move(node)};
+  while (!work.empty()) {
+    std::shared_ptr<Inode> cur = std::move(work.back());
+    work.pop_back();
+    std::vector<Inode::Name> names;
+    if (cur.use_count() == 1) {  // no child goes through it: its names can go now
+      std::lock_guard name_lock(cur->name_mu);
+      names.swap(cur->names);
+    }
+    dropped->push_back(std::move(cur));
+    for (auto& name : names) {
+      std::shared_ptr<Inode> parent = std::move(name.parent);
+      if (parent == root_ || parent->nlookup > 0) continue;
+      // A forgotten directory kept for its children (see Forget) that only the table and this
+      // name held: it goes too.
+      auto it = table_.find({parent->key_dev, parent->key_ino});
+      if (it == table_.end() || it->second != parent || parent.use_count() > 2) continue;
+      table_.erase(it);
+      work.push_back(std::move(parent));
+    }
   }
 }
 

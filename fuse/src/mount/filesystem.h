@@ -38,7 +38,9 @@ struct Inode : std::enable_shared_from_this<Inode> {
   };
   std::mutex name_mu;
   std::vector<Name> names;  // the first is used to reach it
-  uint64_t nlookup = 0;     // GUARDED_BY(Filesystem::table_mu_)
+  // Lookups the kernel holds. A directory at 0 stays in the table while nodes name it as their
+  // parent (see Filesystem::Forget). GUARDED_BY(Filesystem::table_mu_)
+  uint64_t nlookup = 0;
 
   std::mutex mu;                                 // guards the fields below
   std::optional<core::DirIv> iv;                 // directories: cached name IV
@@ -227,6 +229,10 @@ class Filesystem {
   Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);    // REQUIRES inode.mu
   void CloseContentsLocked(Inode& inode);                                   // REQUIRES inode.mu
   std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
+  // `node` left the table or orphans_ for good: unless still held, its names go, and so do the
+  // forgotten directories only they kept in the table. Nodes to release after table_mu_ go to
+  // `dropped`. REQUIRES table_mu_
+  void DropLocked(std::shared_ptr<Inode> node, std::vector<std::shared_ptr<Inode>>* dropped);
   Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
 
   std::unique_ptr<core::Volume> volume_;
@@ -235,6 +241,8 @@ class Filesystem {
 
   mutable std::shared_mutex tree_mu_;
   mutable std::mutex table_mu_;
+  // One node per backing object the kernel knows (or, for a directory, that a known node still
+  // names as its parent): renames, unlinks and rmdirs keep these nodes' names current.
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>> table_;  // GUARDED_BY(table_mu_)
   // Nodes displaced from table_ (their backing inode number was reused) that the kernel has
   // not forgotten yet: kept alive so their node ids never dangle. GUARDED_BY(table_mu_)
