@@ -982,10 +982,19 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
   Count(PageCounter::kPagesEncrypted, items.size());
   for (const Status& s : results) {
     if (s.ok()) continue;
-    if (new_size > old_disk_size) {
-      const auto old_last = std::find_if(items.begin(), items.end(), [&](const Item& it) {
-        return it.index == PageGeometry::PageCount(old_disk_size) - 1;
-      });
+    const uint64_t old_last_index =
+        old_disk_size == 0 ? 0 : PageGeometry::PageCount(old_disk_size) - 1;
+    // Undone only if a write reached the old last unit or went past it: the pieces before it
+    // rewrite pages in place and leave the stored end of the file as it was.
+    bool reached = old_disk_size == 0;
+    {
+      std::lock_guard lock(queue_mu);
+      if (next_write > 0)
+        reached |= items[pieces[next_write - 1].second - 1].index >= old_last_index;
+    }
+    if (new_size > old_disk_size && reached) {
+      const auto old_last = std::find_if(
+          items.begin(), items.end(), [&](const Item& it) { return it.index == old_last_index; });
       UndoGrowth(old_disk_size, write_header, *key,
                  old_last == items.end() ? nullptr : old_last->plain);
     }

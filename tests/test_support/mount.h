@@ -66,6 +66,24 @@ class MountedVault {
   // The daemon's pid (it runs in the foreground, so it is the process started here), or -1.
   pid_t pid() const { return pid_; }
 
+  // Descriptors the daemon has open: one per open cipher file and directory handle.
+  size_t DaemonDescriptors() const {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+      ++n;
+    return n;
+  }
+
+  // The kernel sends RELEASE for a closed file in the background: waits (at most 2 s) until
+  // the daemon is down to `count` descriptors, so it has let go of what was closed.
+  void WaitForReleases(size_t count) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (DaemonDescriptors() > count && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
   void Mount() {
     const std::string log_path = (dir_.path() / "daemon.log").string();
     pid_ = ::fork();

@@ -199,4 +199,15 @@ inline bool CreateMasq(Acl& acl, mode_t* mode) {
   return needed;
 }
 
+// What the owning group itself may do under `acl`: its entry, limited by the mask if there is
+// one. (The group bits of a mode with an ACL are the mask, which speaks for named entries too.)
+inline mode_t OwningGroupPerms(const Acl& acl) {
+  mode_t group = 0, mask = 07;
+  for (const Entry& e : acl) {
+    if (e.tag == kGroupObj) group = e.perm & 07;
+    if (e.tag == kMask) mask = e.perm & 07;
+  }
+  return group & mask;
+}
+
 }  // namespace sigilfs::fuse::acl

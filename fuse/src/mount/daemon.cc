@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,13 @@
 
 namespace sigilfs::fuse {
 namespace {
+
+// Whether the filesystem of `dirfd` stores `user.*` extended attributes: asking for one that is
+// not there answers ENODATA where it does (EOPNOTSUPP where it does not). Nothing is written.
+bool KeepsUserXattrs(int dirfd) {
+  char probe;
+  return ::fgetxattr(dirfd, "user.sigilfs.probe", &probe, sizeof probe) >= 0 || errno == ENODATA;
+}
 
 // One descriptor per open file, and one or two per operation in flight: raise the soft limit
 // to the hard one, as libfuse's passthrough_hp does.
@@ -150,7 +158,9 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   MountOptions fs_options;
   fs_options.read_only = o.read_only;
   fs_options.set_owner = ::geteuid() == 0;
-  fs_options.acls = o.xattrs;  // ACLs are extended attributes to the kernel
+  // ACLs are extended attributes to the kernel, stored as `user.*` ones: offered only where the
+  // backing filesystem keeps those, or every permission check of the kernel would fail.
+  fs_options.acls = o.xattrs && KeepsUserXattrs(volume->root_fd());
   Filesystem fs(std::move(volume), fs_options);
 
   fuse_session* se = fuse_session_new(&args, &Operations(o.xattrs), sizeof(fuse_lowlevel_ops), &fs);

@@ -321,6 +321,14 @@ Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, int dirf
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored));
   auto attr = Translate(st, dirfd, stored, inode.get());
   if (!attr.ok()) {
+    const Code code = attr.status().code();
+    if (S_ISREG(st.st_mode) && (code == Code::kCorrupt || code == Code::kAuthFailed)) {
+      // A file whose size cannot be established (a sealed file with a damaged record or
+      // trailer) is still an entry, so it can be unlinked, renamed or replaced. The kernel does
+      // not cache its attributes: a stat asks again and gets the error, and opening it fails.
+      st.st_size = 0;
+      return Entry{std::move(inode), st, true};
+    }
     Forget(NodeId(*inode), 1);
     return attr.status();
   }
@@ -595,6 +603,21 @@ Result<std::string> Filesystem::StoredXattrName(const std::string& name) const {
 Result<std::vector<uint8_t>> Filesystem::ReadXattr(const std::string& path,
                                                    const std::string& name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredXattrName(name));
+  // Reading a `user.*` attribute needs read permission on the cipher object unless the daemon
+  // is root, and an owner may take that away (chmod 000) yet chmod back, which reads the ACL:
+  // the owner read bit is lent for the read, as StoreAcl lends the write bit.
+  struct stat st;
+  if (::geteuid() != 0 && ::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IRUSR) == 0 &&
+      ::chmod(path.c_str(), (st.st_mode & 07777) | S_IRUSR) == 0) {
+    auto value = ReadXattrAs(path, stored);
+    (void)::chmod(path.c_str(), st.st_mode & 07777);
+    return value;
+  }
+  return ReadXattrAs(path, stored);
+}
+
+Result<std::vector<uint8_t>> Filesystem::ReadXattrAs(const std::string& path,
+                                                     const std::string& stored) {
   std::vector<uint8_t> sealed;
   for (;;) {  // the value may change size between the two calls
     const ssize_t size = ::getxattr(path.c_str(), stored.c_str(), nullptr, 0);
@@ -699,7 +722,9 @@ Result<Filesystem::NewModes> Filesystem::ModesForNew(int parent_dirfd, mode_t ty
       if (S_ISDIR(type)) out.default_acl = std::move(*inherited);
       return out;
     }
-    if (inherited.status().sys_errno() != ENODATA) return inherited.status();
+    // No attribute, or none possible there: no default ACL.
+    const int e = inherited.status().sys_errno();
+    if (e != ENODATA && e != EOPNOTSUPP) return inherited.status();
   }
   out.mode &= ~caller.umask;
   return out;
@@ -892,7 +917,8 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
           if (!parsed.ok()) return Status(Code::kCorrupt, "stored access ACL");
           acl::Chmod(*parsed, mode);
           rewritten = acl::Serialize(*parsed);
-        } else if (value.status().sys_errno() != ENODATA) {
+        } else if (value.status().sys_errno() != ENODATA &&
+                   value.status().sys_errno() != EOPNOTSUPP) {
           return value.status();
         }
       }
@@ -959,9 +985,14 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   std::shared_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, mode & S_IFMT, mode, caller));
-  if (!S_ISREG(mode)) {
+  if (!S_ISREG(mode) && !modes.access_acl.empty()) {
     // The backing filesystem keeps no `user.*` attributes on special files: they get the mode
-    // the inherited ACL allows, without its named entries.
+    // the inherited ACL allows, without its named entries. Their group bits become what the
+    // owning group itself may do, not the mask (which would hand the group what only named
+    // entries were given).
+    auto parsed = acl::Parse(modes.access_acl);
+    const mode_t group = parsed.ok() ? acl::OwningGroupPerms(*parsed) : 0;
+    modes.mode = (modes.mode & ~static_cast<mode_t>(S_IRWXG)) | (group << 3);
     modes.access_acl.clear();
   }
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
@@ -992,15 +1023,18 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   modes.mode |= at.dir.st_mode & S_ISGID;
   SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(at.dirfd, at.iv, name, modes.initial()));
   if (DebugOps()) Log("op mkdir dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
-  SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
-  {
-    // A directory is never half made by MakeDirectory; one whose ACLs could not be stored keeps
-    // its owner's bits only (the error is reported).
+  Status s = Chown(at.dirfd, at.stored, caller, at.dir);
+  if (s.ok()) {
     const int raw =
         ::openat(at.dirfd, at.stored.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (raw < 0) return Errno("mkdir");
-    Fd dir(raw);
-    SIGILFS_RETURN_IF_ERROR(FinishNew(ProcPath(dir.get()), modes));
+    s = raw < 0 ? Errno("mkdir") : FinishNew(ProcPath(raw), modes);
+    if (raw >= 0) ::close(raw);
+  }
+  if (!s.ok()) {
+    // Not half made: without its default ACL, entries made in it would get the umask instead.
+    (void)RemoveEmptyDirectoryLocked(at.dirfd, at.stored);
+    volume_->ReleaseName(at.dirfd, at.stored);
+    return s;
   }
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }

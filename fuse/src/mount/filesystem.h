@@ -57,6 +57,7 @@ struct Inode : std::enable_shared_from_this<Inode> {
 struct Entry {
   std::shared_ptr<Inode> inode;  // with one lookup reference taken for the kernel
   struct stat attr;
+  bool damaged = false;  // the size could not be established: attributes not to be cached
 };
 
 // Who asks: for ownership of new files, setgid rules and the umask of creates.
@@ -219,6 +220,8 @@ class Filesystem {
   Result<std::string> StoredXattrName(const std::string& name) const;
   // The plaintext value of an extended attribute of the object at `path` (ENODATA if none).
   Result<std::vector<uint8_t>> ReadXattr(const std::string& path, const std::string& name);
+  // The plaintext value of the attribute stored as `stored` (ReadXattr without the lending).
+  Result<std::vector<uint8_t>> ReadXattrAs(const std::string& path, const std::string& stored);
   // Stores (or with no value, removes; a missing one is no error) a POSIX ACL at `path` and then
   // sets the permission bits to `mode`. A daemon that is not root needs write permission on a
   // cipher object to change its `user.*` attributes: the owner write bit is lent meanwhile.

@@ -75,7 +75,7 @@ fuse_entry_param EntryParam(fuse_req_t req, const Entry& entry) {
   fuse_entry_param e{};
   e.ino = Fs(req).NodeId(*entry.inode);
   e.attr = entry.attr;
-  e.attr_timeout = kTimeout;
+  e.attr_timeout = entry.damaged ? 0.0 : kTimeout;
   e.entry_timeout = kTimeout;
   return e;
 }
@@ -255,7 +255,10 @@ void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
 }
 
 void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  const Status s = Fs(req).DoRelease(*InodeOf(req, ino), Writer(fi));
+  // Held until after the notification: once replied to, the kernel may forget the node, and
+  // its id (the node's address) must not be reused by another before the notification names it.
+  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
+  const Status s = Fs(req).DoRelease(*inode, Writer(fi));
   ReplyStatus(req, s);
   // The last write-back failed (a full disk; the writer saw it at close) and the pages it could
   // not store went with the file's contents. The kernel still caches them and the size they
