@@ -479,17 +479,25 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
       open_files_.fetch_add(1, std::memory_order_relaxed);
     }
     ++inode->open_count;
-    if ((flags & O_TRUNC) != 0 && !created) {
-      Status s = inode->contents->Truncate(0);
-      if (!s.ok()) {
-        --inode->open_count;
-        return s;
-      }
-    }
     if ((flags & O_ACCMODE) != O_RDONLY) ++inode->writers;
   }
-  if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("stat");
-  SIGILFS_ASSIGN_OR_RETURN(struct stat attr, Translate(st, dirfd, stored, inode.get()));
+  // The node now holds a lookup and an open for the kernel: a failure gives both back.
+  Status s = Status::Ok();
+  if ((flags & O_TRUNC) != 0 && !created) s = inode->contents->Truncate(0);
+  struct stat attr {};
+  if (s.ok() && ::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) s = Errno("stat");
+  if (s.ok()) {
+    auto translated = Translate(st, dirfd, stored, inode.get());
+    if (translated.ok())
+      attr = *translated;
+    else
+      s = translated.status();
+  }
+  if (!s.ok()) {
+    (void)DoRelease(*inode, (flags & O_ACCMODE) != O_RDONLY);
+    Forget(NodeId(*inode), 1);
+    return s;
+  }
   return Entry{std::move(inode), attr};
 }
 
