@@ -367,7 +367,6 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
   if (inode.contents) return inode.contents;
   int fd = -1;
   {
-    std::shared_lock tree(tree_mu_);
     auto rw = OpenInode(inode, options_.read_only ? O_RDONLY : O_RDWR);
     if (!rw.ok() && !options_.read_only &&
         (rw.status().sys_errno() == EACCES || rw.status().sys_errno() == EROFS))
@@ -392,6 +391,7 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
 Status Filesystem::DoOpen(Inode& inode, int flags) {
   const bool writing = (flags & O_ACCMODE) != O_RDONLY;
   if (options_.read_only && writing) return Status::FromErrno(EROFS, "open");
+  std::shared_lock tree(tree_mu_);  // before inode.mu, as everywhere (TSan found one the other way)
   std::lock_guard lock(inode.mu);
   SIGILFS_ASSIGN_OR_RETURN(auto contents, ContentsFor(inode));
   ++inode.open_count;
@@ -893,6 +893,7 @@ bool Filesystem::DoIsSealed(Inode& inode) {
 Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr, int to_set) {
   if (options_.read_only) return Status::FromErrno(EROFS, "setattr");
   if ((to_set & kSetSize) != 0) {
+    std::shared_lock tree(tree_mu_);  // before inode.mu
     std::lock_guard lock(inode.mu);
     const bool was_open = inode.contents != nullptr;
     SIGILFS_ASSIGN_OR_RETURN(auto c, ContentsFor(inode));

@@ -229,7 +229,9 @@ class Filesystem {
                   const std::vector<uint8_t>* value, int flags, mode_t mode);
   Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                 const Caller& caller);
-  Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);    // REQUIRES inode.mu
+  // REQUIRES tree_mu_ (shared) and then inode.mu: the lock order is tree_mu_, table_mu_ or an
+  // inode's mu, name_mu.
+  Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);
   void CloseContentsLocked(Inode& inode);                                   // REQUIRES inode.mu
   std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
   // `node` left the table or orphans_ for good: unless still held, its names go, and so do the
