@@ -611,17 +611,19 @@ Result<std::string> Filesystem::StoredXattrName(const std::string& name) const {
 Result<std::vector<uint8_t>> Filesystem::ReadXattr(const std::string& path,
                                                    const std::string& name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredXattrName(name));
+  auto value = ReadXattrAs(path, stored);
   // Reading a `user.*` attribute needs read permission on the cipher object unless the daemon
   // is root, and an owner may take that away (chmod 000) yet chmod back, which reads the ACL:
-  // the owner read bit is lent for the read, as StoreAcl lends the write bit.
+  // then the owner read bit is lent for the read, as StoreAcl lends the write bit. Only on
+  // refusal: every create reads its directory's default ACL.
   struct stat st;
-  if (::geteuid() != 0 && ::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IRUSR) == 0 &&
-      ::chmod(path.c_str(), (st.st_mode & 07777) | S_IRUSR) == 0) {
-    auto value = ReadXattrAs(path, stored);
-    (void)::chmod(path.c_str(), st.st_mode & 07777);
+  if (value.ok() || value.status().sys_errno() != EACCES || ::geteuid() == 0 ||
+      ::stat(path.c_str(), &st) != 0 || (st.st_mode & S_IRUSR) != 0 ||
+      ::chmod(path.c_str(), (st.st_mode & 07777) | S_IRUSR) != 0)
     return value;
-  }
-  return ReadXattrAs(path, stored);
+  value = ReadXattrAs(path, stored);
+  (void)::chmod(path.c_str(), st.st_mode & 07777);
+  return value;
 }
 
 Result<std::vector<uint8_t>> Filesystem::ReadXattrAs(const std::string& path,
