@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "test_support/daemon_stats.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
 #include "test_support/temp_dir.h"
@@ -42,12 +43,7 @@ bool WaitFor(F done, std::chrono::milliseconds limit) {
   return done();
 }
 
-// The number after "name": in the stats JSON, or -1.
-long long Counter(const std::string& json, const std::string& name) {
-  const size_t at = json.find("\"" + name + "\": ");
-  if (at == std::string::npos) return -1;
-  return std::stoll(json.substr(at + name.size() + 4));
-}
+using test::StatsCounter;
 
 TEST(MountDaemonTest, StatsFileOnSigusr1AndOnUnmount) {
   if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
@@ -62,8 +58,8 @@ TEST(MountDaemonTest, StatsFileOnSigusr1AndOnUnmount) {
   ASSERT_EQ(r.exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return fs::exists(stats); }, std::chrono::seconds(5)));
   const std::string first = test::ReadAll(stats);
-  EXPECT_GE(Counter(first, "pages_encrypted"), 10) << first;
-  EXPECT_GE(Counter(first, "backing_bytes_written"), 10 * 4096) << first;
+  EXPECT_GE(StatsCounter(first, "pages_encrypted"), 10) << first;
+  EXPECT_GE(StatsCounter(first, "backing_bytes_written"), 10 * 4096) << first;
   {
     // One byte into an existing page: one more page sealed (whether or not the daemon still
     // had it cached: the kernel may send the last release after the next open).
@@ -74,9 +70,10 @@ TEST(MountDaemonTest, StatsFileOnSigusr1AndOnUnmount) {
   }
   vault.Unmount();
   const std::string last = test::ReadAll(stats);
-  EXPECT_GE(Counter(last, "pages_encrypted"), Counter(first, "pages_encrypted") + 1) << last;
-  EXPECT_EQ(Counter(last, "verity_pages_verified"), 0) << last;
-  EXPECT_EQ(Counter(last, "short_copies"), 0) << last;
+  EXPECT_GE(StatsCounter(last, "pages_encrypted"), StatsCounter(first, "pages_encrypted") + 1)
+      << last;
+  EXPECT_EQ(StatsCounter(last, "verity_pages_verified"), 0) << last;
+  EXPECT_EQ(StatsCounter(last, "short_copies"), 0) << last;
 }
 
 TEST(MountDaemonTest, IdleUnmountWaitsForOpenFiles) {

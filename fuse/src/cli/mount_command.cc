@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <filesystem>
@@ -28,9 +29,22 @@ struct MountArgs {
   bool foreground = false;
   std::string stats_file;
   std::string idle;                  // "90", "90s", "10m", "2h"
+  std::string handle_cache;          // a count of nodes
   std::vector<std::string> options;  // -o values, each possibly comma-separated
   fuse::PassphraseSource pass;
 };
+
+// A count: decimal digits only.
+Result<size_t> ParseCount(const std::string& text, const char* what) {
+  size_t n = 0;
+  const bool digits =
+      !text.empty() && text.size() <= 12 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) n = std::stoull(text);
+  if (!digits)
+    return Status(Code::kInvalidArgument, std::string(what) + " is not a count: " + text);
+  return n;
+}
 
 // A duration in seconds: a number with an optional s, m or h.
 Result<std::chrono::seconds> ParseDuration(const std::string& text) {
@@ -112,6 +126,8 @@ int RunMount(MountArgs a) {
         a.stats_file = value;
       else if (key == "idle")
         a.idle = value;
+      else if (key == "handle_cache")
+        a.handle_cache = value;
       else if (opt == "xattr" || opt.empty())
         continue;
       else
@@ -130,6 +146,11 @@ int RunMount(MountArgs a) {
     auto idle = ParseDuration(a.idle);
     if (!idle.ok()) return Fail(idle.status());
     d.idle = *idle;
+  }
+  if (!a.handle_cache.empty()) {
+    auto n = ParseCount(a.handle_cache, "the handle cache");
+    if (!n.ok()) return Fail(n.status());
+    d.handle_cache = *n;
   }
   if (!a.stats_file.empty()) {
     // The daemon changes to / when it detaches: keep the path absolute.
@@ -175,9 +196,14 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
                     "Write the page-layer counters here as JSON on unmount and on SIGUSR1");
     cmd->add_option("--idle", a->idle,
                     "Unmount after this long without use and with no file open (90s, 10m, 2h)");
+    cmd->add_option("--handle-cache", a->handle_cache,
+                    "How many files and directories the kernel forgot stay known, so that file "
+                    "handles (open_by_handle_at, NFS export) naming them still open "
+                    "(default 32768; each takes about 0.7 KiB)");
     cmd->footer(
         "From /etc/fstab: CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=FILE[,OPTIONS] 0 0\n"
-        "(also idle=, stats_file=, noxattr, ro and FUSE options such as allow_other).");
+        "(also idle=, stats_file=, handle_cache=, noxattr, ro and FUSE options such as "
+        "allow_other).");
     cmd->callback([&action, a] { action = [a] { return RunMount(*a); }; });
   }
   {

@@ -40,17 +40,19 @@ void RaiseFileLimit() {
   }
 }
 
-// The page-layer counters as a JSON object, written whole (temporary file, then rename) so a
-// reader never sees half of it.
-void WriteStats(const core::Volume& volume, const std::string& path) {
-  const core::PageStats stats = const_cast<core::Volume&>(volume).pages().counters().Snapshot();
+// The page-layer counters and the node table's as a JSON object, written whole (temporary
+// file, then rename) so a reader never sees half of it.
+void WriteStats(Filesystem& fs, const std::string& path) {
+  const core::PageStats stats = fs.volume().pages().counters().Snapshot();
   std::string json = "{";
   for (size_t i = 0; i < stats.size(); ++i) {
-    if (i > 0) json += ",";
     json += "\n  \"" + std::string(core::PageCounterName(static_cast<core::PageCounter>(i))) +
-            "\": " + std::to_string(stats[i]);
+            "\": " + std::to_string(stats[i]) + ",";
   }
-  json += "\n}\n";
+  const NodeStats nodes = fs.node_stats();
+  json += "\n  \"nodes\": " + std::to_string(nodes.nodes) +
+          ",\n  \"nodes_remembered\": " + std::to_string(nodes.remembered) +
+          ",\n  \"handle_lookups\": " + std::to_string(nodes.handle_lookups) + "\n}\n";
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "we");
   if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() ||
@@ -114,7 +116,7 @@ class Housekeeper {
       if (n > 0) {
         uint64_t count = 0;
         (void)!::read(wake_fd_, &count, sizeof count);
-        if (!o_.stats_file.empty()) WriteStats(fs_.volume(), o_.stats_file);
+        if (!o_.stats_file.empty()) WriteStats(fs_, o_.stats_file);
       }
       if (o_.idle.count() > 0 && fs_.open_files() == 0 && fs_.IdleFor() >= o_.idle) {
         Log("idle for %lld s: unmounting", static_cast<long long>(o_.idle.count()));
@@ -158,6 +160,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   MountOptions fs_options;
   fs_options.read_only = o.read_only;
   fs_options.set_owner = ::geteuid() == 0;
+  fs_options.handle_cache = o.handle_cache;
   // ACLs are extended attributes to the kernel, stored as `user.*` ones: offered only where the
   // backing filesystem keeps those, or every permission check of the kernel would fail.
   fs_options.acls = o.xattrs && KeepsUserXattrs(volume->root_fd());
@@ -191,7 +194,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
       fuse_loop_cfg_destroy(cfg);
     }
     fs.FlushAll();  // every dirty page reaches the cipher files before the mount goes away
-    if (!o.stats_file.empty()) WriteStats(fs.volume(), o.stats_file);
+    if (!o.stats_file.empty()) WriteStats(fs, o.stats_file);
     fuse_session_unmount(se);
   }
   fuse_remove_signal_handlers(se);

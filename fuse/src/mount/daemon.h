@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "filesystem.h"
 #include "sigilfs/core/volume.h"
 
 namespace sigilfs::fuse {
@@ -15,8 +16,9 @@ struct DaemonOptions {
   bool foreground = false;
   bool read_only = false;
   bool xattrs = true;  // `user.*` extended attributes (-o noxattr: off, for faster small writes)
-  std::string stats_file;                 // page-layer counters as JSON, on unmount and on SIGUSR1
-  std::chrono::seconds idle{0};           // unmount after this long without requests or open files
+  std::string stats_file;        // page-layer counters as JSON, on unmount and on SIGUSR1
+  std::chrono::seconds idle{0};  // unmount after this long without requests or open files
+  size_t handle_cache = MountOptions::kDefaultHandleCache;  // forgotten nodes kept for handles
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
 };
 

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/unique_fd.h"
+#include "sigilfs/crypt/random.h"
 
 namespace sigilfs::fuse {
 namespace {
@@ -75,6 +76,10 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
   }
   root_->type = S_IFDIR;
   root_->nlookup = 1;  // the kernel holds the root forever
+  // Node ids are addresses, which a later mount reuses: generations starting at random make a
+  // handle from an earlier mount ESTALE (but for a one in 2^32 chance), not another file.
+  crypt::RandomBytes(
+      MutableByteSpan(reinterpret_cast<uint8_t*>(&next_generation_), sizeof next_generation_));
   // Every create asks for its directory's default ACL: name its attribute once.
   if (auto n = volume_->names().XattrStoredName(acl::kAccessName); n.ok()) stored_access_acl_ = *n;
   if (auto n = volume_->names().XattrStoredName(acl::kDefaultName); n.ok())
@@ -104,23 +109,72 @@ void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   if (inode->nlookup > 0) return;
   auto it = table_.find({inode->key_dev, inode->key_ino});
   if (it != table_.end() && it->second.get() == inode) {
-    // The kernel forgets a directory once it has no dentry below it, but a file there may live
-    // on through a hard link elsewhere (or a FORGET of a child may still be on its way): such a
-    // node still names this one as its parent and reaches its files through it. Out of the
-    // table, renames of the directory would no longer update it (they find nodes here) while
-    // the next lookup made a second node for it: paths through the first went stale and
-    // OpenInode dropped the child's valid name (link() then failed with ENOENT). So it stays,
-    // kept current, and is this directory's node again when looked up. (Anything else holding
-    // it briefly keeps it too: it is then dropped with its last child, or looked up again.)
-    if (S_ISDIR(inode->type) && it->second.use_count() > 1) return;
-    std::shared_ptr<Inode> node = std::move(it->second);
-    table_.erase(it);
-    DropLocked(std::move(node), &dropped);
+    bool named;
+    {
+      std::lock_guard name_lock(inode->name_mu);
+      named = !inode->names.empty();
+    }
+    // A file handle (NFS, open_by_handle_at) may name it later: the kernel then asks for it by
+    // node id, so it stays known, kept current by renames, for a while. An unlinked node could
+    // only be ESTALE.
+    if (named && options_.handle_cache > 0) return RememberLocked(*inode, &dropped);
+    ReleaseLocked(it, &dropped);
   } else if (auto o = orphans_.find(inode); o != orphans_.end()) {
     std::shared_ptr<Inode> node = std::move(o->second);
     orphans_.erase(o);
+    known_.erase(nodeid);
     DropLocked(std::move(node), &dropped);
   }
+}
+
+void Filesystem::ReleaseLocked(
+    std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>>::iterator it,
+    std::vector<std::shared_ptr<Inode>>* dropped) {
+  // The kernel forgets a directory once it has no dentry below it, but a file there may live
+  // on through a hard link elsewhere (or a FORGET of a child may still be on its way): such a
+  // node still names this one as its parent and reaches its files through it. Out of the
+  // table, renames of the directory would no longer update it (they find nodes here) while
+  // the next lookup made a second node for it: paths through the first went stale and
+  // OpenInode dropped the child's valid name (link() then failed with ENOENT). So it stays,
+  // kept current, and is this directory's node again when looked up. (Anything else holding
+  // it briefly keeps it too: it is then dropped with its last child, or looked up again.)
+  if (S_ISDIR(it->second->type) && it->second.use_count() > 1) return;
+  std::shared_ptr<Inode> node = std::move(it->second);
+  table_.erase(it);
+  known_.erase(NodeId(*node));
+  DropLocked(std::move(node), dropped);
+}
+
+void Filesystem::RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>* dropped) {
+  {
+    // What the daemon caches of a node (a directory's IV) goes as it did when forgotten nodes
+    // left the table: the next use reads it again. (table_mu_ before mu is the wrong order, so
+    // only if free: a request using the node meanwhile will have read it just now.)
+    std::unique_lock lock(node.mu, std::try_to_lock);
+    if (lock.owns_lock()) node.iv.reset();
+  }
+  if (!node.remembered) {
+    node.forgotten_at = forgotten_.insert(forgotten_.end(), &node);
+    node.remembered = true;
+  }
+  while (forgotten_.size() > options_.handle_cache) {
+    Inode* oldest = forgotten_.front();
+    UnrememberLocked(*oldest);
+    auto it = table_.find({oldest->key_dev, oldest->key_ino});
+    if (it != table_.end() && it->second.get() == oldest) ReleaseLocked(it, dropped);
+  }
+}
+
+void Filesystem::UnrememberLocked(Inode& node) {
+  if (!node.remembered) return;
+  forgotten_.erase(node.forgotten_at);
+  node.remembered = false;
+}
+
+NodeStats Filesystem::node_stats() const {
+  std::lock_guard lock(table_mu_);
+  return {table_.size() + orphans_.size(), forgotten_.size(),
+          handle_lookups_.load(std::memory_order_relaxed)};
 }
 
 void Filesystem::DropLocked(std::shared_ptr<Inode> node,
@@ -137,12 +191,13 @@ void Filesystem::DropLocked(std::shared_ptr<Inode> node,
     dropped->push_back(std::move(cur));
     for (auto& name : names) {
       std::shared_ptr<Inode> parent = std::move(name.parent);
-      if (parent == root_ || parent->nlookup > 0) continue;
-      // A forgotten directory kept for its children (see Forget) that only the table and this
-      // name held: it goes too.
+      if (parent == root_ || parent->nlookup > 0 || parent->remembered) continue;
+      // A forgotten directory kept for its children (see ReleaseLocked) that only the table and
+      // this name held: it goes too.
       auto it = table_.find({parent->key_dev, parent->key_ino});
       if (it == table_.end() || it->second != parent || parent.use_count() > 2) continue;
       table_.erase(it);
+      known_.erase(NodeId(*parent));
       work.push_back(std::move(parent));
     }
   }
@@ -265,8 +320,12 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
           (unsigned long long)st.st_ino, stored.c_str(), static_cast<void*>(slot.get()), slot->type,
           st.st_mode & S_IFMT, (unsigned long long)slot->nlookup, slot->names.size(),
           alive ? "same" : "fresh");
+    UnrememberLocked(*slot);  // known to the kernel again, or displaced
     if (!alive) {
-      if (slot->nlookup > 0) orphans_[slot.get()] = slot;  // the kernel may still use its id
+      if (slot->nlookup > 0)
+        orphans_[slot.get()] = slot;  // the kernel may still use its id
+      else
+        known_.erase(NodeId(*slot));
       slot.reset();
     }
   }
@@ -275,6 +334,9 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
     slot->key_dev = st.st_dev;
     slot->key_ino = st.st_ino;
     slot->type = st.st_mode & S_IFMT;
+    slot->generation = next_generation_++;
+    if (slot->generation == 0) slot->generation = next_generation_++;  // the root's
+    known_.insert(NodeId(*slot));
   }
   {
     // Found under this name (perhaps one more hard link): remember it.
@@ -339,6 +401,67 @@ Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
   std::shared_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
+}
+
+namespace {
+Status Stale(const char* why) { return Status(Code::kIoError, why, ESTALE); }
+}  // namespace
+
+Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
+  std::shared_lock tree(tree_mu_);
+  std::shared_ptr<Inode> node = root_;
+  if (nodeid != 1) {
+    std::lock_guard lock(table_mu_);
+    if (!known_.contains(nodeid)) return Stale("file handle of a node no longer known");
+    // Known: in table_ or orphans_, so alive while table_mu_ is held.
+    node =
+        reinterpret_cast<Inode*>(nodeid)->shared_from_this();  // NOLINT(performance-no-int-to-ptr)
+  }
+  handle_lookups_.fetch_add(1, std::memory_order_relaxed);
+  return EntryOf(node);
+}
+
+Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
+  std::shared_lock tree(tree_mu_);
+  if (&dir == root_.get()) return EntryOf(root_);
+  {
+    // Drops names that no longer lead to it, so the first one is its parent.
+    SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(dir, O_PATH));
+    ::close(raw);
+  }
+  std::shared_ptr<Inode> parent;
+  {
+    std::lock_guard lock(dir.name_mu);
+    if (dir.names.empty()) return Stale("the directory was removed");
+    parent = dir.names.front().parent;
+  }
+  return EntryOf(parent);
+}
+
+Result<Entry> Filesystem::EntryOf(const std::shared_ptr<Inode>& node) {
+  if (node == root_) {
+    struct stat st;
+    if (::fstat(volume_->root_fd(), &st) != 0) return Errno("stat");
+    return Entry{root_, st};  // the kernel counts no lookups of the root
+  }
+  // OpenInode drops the names that no longer lead to the node; the first left leads to it.
+  auto fd = OpenInode(*node, O_PATH);
+  if (!fd.ok()) return fd.status().code() == Code::kNotFound ? Stale("unlinked") : fd.status();
+  ::close(*fd);
+  Inode::Name first;
+  {
+    std::lock_guard lock(node->name_mu);
+    if (node->names.empty()) return Stale("unlinked");
+    first = node->names.front();
+  }
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(*first.parent, O_PATH | O_DIRECTORY));
+  Fd dirfd(raw);
+  SIGILFS_ASSIGN_OR_RETURN(Entry entry, EntryAt(first.parent, dirfd.get(), first.stored));
+  if (entry.inode != node) {  // replaced meanwhile: the handle's object is gone
+    Forget(NodeId(*entry.inode), 1);
+    return Stale("the name now leads to another object");
+  }
+  return entry;
 }
 
 Result<Entry> Filesystem::DoLookupStored(Inode& parent, int dirfd, const std::string& stored) {

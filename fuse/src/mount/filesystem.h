@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "sigilfs/core/verity.h"
@@ -38,9 +40,16 @@ struct Inode : std::enable_shared_from_this<Inode> {
   };
   std::mutex name_mu;
   std::vector<Name> names;  // the first is used to reach it
-  // Lookups the kernel holds. A directory at 0 stays in the table while nodes name it as their
-  // parent (see Filesystem::Forget). GUARDED_BY(Filesystem::table_mu_)
+  // Lookups the kernel holds. At 0 a node stays in the table while it is remembered for file
+  // handles, and a directory while nodes name it as their parent (see Filesystem::Forget).
+  // GUARDED_BY(Filesystem::table_mu_)
   uint64_t nlookup = 0;
+  // With the node id, what a file handle names: a node id whose node is gone may be reused by a
+  // new node, which gets a new generation, so an old handle is ESTALE, never another file.
+  uint32_t generation = 0;  // 0 for the root, as the kernel requires
+  // Forgotten by the kernel and remembered for file handles: its place in Filesystem::forgotten_.
+  bool remembered = false;                   // GUARDED_BY(Filesystem::table_mu_)
+  std::list<Inode*>::iterator forgotten_at;  // GUARDED_BY(Filesystem::table_mu_)
 
   std::mutex mu;                                 // guards the fields below
   std::optional<core::DirIv> iv;                 // directories: cached name IV
@@ -87,6 +96,18 @@ struct MountOptions {
   bool read_only = false;
   bool set_owner = false;  // chown new files to the caller (root daemon serving other users)
   bool acls = false;       // offer POSIX ACLs to the kernel (needs extended attributes)
+  // How many nodes the kernel forgot stay known, most recently forgotten first, so that file
+  // handles (open_by_handle_at, NFS export) naming them still open. 0: only the nodes the
+  // kernel holds.
+  size_t handle_cache = kDefaultHandleCache;
+  static constexpr size_t kDefaultHandleCache = 32768;  // about 0.7 KiB each
+};
+
+// The node table in numbers (the daemon's stats file).
+struct NodeStats {
+  uint64_t nodes = 0;           // nodes the daemon knows, the kernel's and remembered ones
+  uint64_t remembered = 0;      // nodes the kernel forgot, kept for file handles
+  uint64_t handle_lookups = 0;  // file handles resolved after the kernel forgot their node
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
@@ -100,8 +121,17 @@ class Filesystem {
   std::shared_ptr<Inode> Get(uint64_t nodeid) const;
   uint64_t NodeId(const Inode& inode) const;
   void Forget(uint64_t nodeid, uint64_t n);
+  NodeStats node_stats() const;
 
   Result<Entry> DoLookup(Inode& parent, const std::string& name);
+  // File handles (FUSE_CAP_EXPORT_SUPPORT): the node `nodeid` names, if the daemon still knows
+  // it — held by the kernel or remembered after it was forgotten — with a lookup reference
+  // (the kernel's LOOKUP(nodeid, ".")); ESTALE for a node gone, unlinked or never known. Any
+  // value may arrive here, so it is checked before it is used as a node.
+  Result<Entry> DoLookupHandle(uint64_t nodeid);
+  // The parent of a directory the kernel holds (LOOKUP(nodeid, "..")), to reconnect a
+  // directory opened by handle to its path.
+  Result<Entry> DoLookupParent(Inode& dir);
   // A lookup by stored name in an open directory (readdirplus: the listing already decoded it).
   Result<Entry> DoLookupStored(Inode& parent, int dirfd, const std::string& stored);
   Result<struct stat> DoGetattr(Inode& inode);
@@ -201,6 +231,9 @@ class Filesystem {
   Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
                                         const std::string& stored);
   Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, int dirfd, const std::string& stored);
+  // A known node's entry, reached through its first name that still leads to it (ESTALE if
+  // none does). REQUIRES tree_mu_ (shared)
+  Result<Entry> EntryOf(const std::shared_ptr<Inode>& node);
   Result<struct stat> Translate(struct stat st, int dirfd, const std::string& stored,
                                 const Inode* inode);
   Status Chown(int dirfd, const std::string& stored, const Caller& caller, const struct stat& dir);
@@ -239,6 +272,13 @@ class Filesystem {
   // `dropped`. REQUIRES table_mu_
   void DropLocked(std::shared_ptr<Inode> node, std::vector<std::shared_ptr<Inode>>* dropped);
   Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
+  // The kernel forgot `it`'s node: it leaves the table unless it is a directory other nodes
+  // still name as their parent. REQUIRES table_mu_
+  void ReleaseLocked(std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>>::iterator it,
+                     std::vector<std::shared_ptr<Inode>>* dropped);
+  // Remembers a node the kernel forgot, releasing the oldest beyond handle_cache.
+  void RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>* dropped);  // table_mu_
+  void UnrememberLocked(Inode& node);  // REQUIRES table_mu_
 
   std::unique_ptr<core::Volume> volume_;
   MountOptions options_;
@@ -252,6 +292,12 @@ class Filesystem {
   // Nodes displaced from table_ (their backing inode number was reused) that the kernel has
   // not forgotten yet: kept alive so their node ids never dangle. GUARDED_BY(table_mu_)
   std::map<Inode*, std::shared_ptr<Inode>> orphans_;
+  // The node ids of every node in table_ and orphans_: what a file handle may name.
+  std::unordered_set<uint64_t> known_;  // GUARDED_BY(table_mu_)
+  // Nodes of table_ the kernel forgot, oldest first, at most options_.handle_cache of them.
+  std::list<Inode*> forgotten_;   // GUARDED_BY(table_mu_)
+  uint32_t next_generation_ = 1;  // GUARDED_BY(table_mu_); starts at random per mount
+  std::atomic<uint64_t> handle_lookups_{0};
 
   std::atomic<std::chrono::steady_clock::rep> last_activity_ns_{
       std::chrono::steady_clock::now().time_since_epoch().count()};

@@ -74,6 +74,7 @@ void Fail(fuse_req_t req, int error) { fuse_reply_err(req, error); }
 fuse_entry_param EntryParam(fuse_req_t req, const Entry& entry) {
   fuse_entry_param e{};
   e.ino = Fs(req).NodeId(*entry.inode);
+  e.generation = entry.inode->generation;
   e.attr = entry.attr;
   e.attr_timeout = entry.damaged ? 0.0 : kTimeout;
   e.entry_timeout = kTimeout;
@@ -98,6 +99,9 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // from the request buffer without a copy.
   conn->want &= ~FUSE_CAP_SPLICE_READ;
   if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) != 0) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // File handles (open_by_handle_at, NFS export) of nodes the kernel forgot: it asks for them
+  // as LOOKUP(node id, "."), and for a directory's parent as LOOKUP(node id, "..").
+  if ((conn->capable & FUSE_CAP_EXPORT_SUPPORT) != 0) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   // POSIX ACLs: the kernel then checks permissions against them (it turns default_permissions
   // on), caches them, and leaves to the daemon what ext4 does in posix_acl_create and
   // posix_acl_chmod. The umask must reach the daemon unapplied (FUSE_DONT_MASK): it applies
@@ -113,6 +117,11 @@ void Init(void* userdata, fuse_conn_info* conn) {
 void Destroy(void* userdata) { static_cast<Filesystem*>(userdata)->FlushAll(); }
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  // "." and ".." never name entries (no directory lists them): the kernel sends them only to
+  // resolve file handles, and then "." comes with a node id it may not hold.
+  if (std::strcmp(name, ".") == 0) return ReplyEntry(req, Fs(req).DoLookupHandle(parent));
+  if (std::strcmp(name, "..") == 0)
+    return ReplyEntry(req, Fs(req).DoLookupParent(*InodeOf(req, parent)));
   ReplyEntry(req, Fs(req).DoLookup(*InodeOf(req, parent), name));
 }
 

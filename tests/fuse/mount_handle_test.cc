@@ -1,0 +1,252 @@
+// File handles through a real mount (name_to_handle_at / open_by_handle_at, what an NFS export
+// uses): they open files and directories after the kernel forgot them, follow renames, and are
+// ESTALE — never another object — once their object is gone, replaced, or from an earlier mount.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_support/daemon_stats.h"
+#include "test_support/kernel_caches.h"
+#include "test_support/mount.h"
+#include "test_support/syscall_assert.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs {
+namespace {
+
+using test::Ok;
+
+// A file handle as name_to_handle_at gives it.
+struct Handle {
+  std::vector<unsigned char> bytes;
+  file_handle* get() { return reinterpret_cast<file_handle*>(bytes.data()); }
+};
+
+Handle HandleOf(const std::string& path) {
+  Handle h;
+  h.bytes.resize(sizeof(file_handle) + MAX_HANDLE_SZ);
+  h.get()->handle_bytes = MAX_HANDLE_SZ;
+  int mount_id = 0;
+  if (::name_to_handle_at(AT_FDCWD, path.c_str(), h.get(), &mount_id, 0) != 0) h.bytes.clear();
+  return h;
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(Ok(fd));
+  ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  ASSERT_TRUE(Ok(::close(fd)));
+}
+
+std::string ReadFd(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(out.size()))) > 0)
+    out.append(buf, static_cast<size_t>(n));
+  return n < 0 ? "<read: " + test::ErrnoName(errno) + ">" : out;
+}
+
+// What a descriptor's /proc link names.
+std::string PathOfFd(int fd) {
+  char buf[4096];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+  return n < 0 ? "" : std::string(buf, static_cast<size_t>(n));
+}
+
+std::set<std::string> ListFd(int fd) {
+  std::set<std::string> names;
+  DIR* d = ::fdopendir(::dup(fd));
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.insert(e->d_name);
+  ::closedir(d);
+  return names;
+}
+
+// A mount with a stats file, and the mount's root open for open_by_handle_at.
+class MountHandleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+    if (!test::CanDropKernelCaches())
+      GTEST_SKIP() << "needs root: dropping the kernel's caches, open_by_handle_at";
+    Mount({});
+  }
+  void TearDown() override {
+    if (root_ >= 0) ::close(root_);
+  }
+  void Mount(std::vector<std::string> extra) {
+    if (root_ >= 0) ::close(root_);
+    root_ = -1;
+    vault_.reset();
+    extra.insert(extra.end(), {"--stats-file", stats_});
+    vault_ = std::make_unique<test::MountedVault>(std::move(extra));
+    root_ = ::open(vault_->plain().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_TRUE(Ok(root_));
+  }
+  // Opens by handle; -1 with errno set on failure.
+  int Open(Handle& h, int flags) { return ::open_by_handle_at(root_, h.get(), flags | O_CLOEXEC); }
+  long long Stat(const std::string& name) {
+    return test::StatsCounter(test::RequestStats(vault_->pid(), stats_), name);
+  }
+
+  test::TempDir out_;
+  const std::string stats_ = (out_.path() / "stats.json").string();
+  std::unique_ptr<test::MountedVault> vault_;
+  int root_ = -1;
+};
+
+TEST_F(MountHandleTest, FilesAndDirectoriesOpenAfterTheKernelForgotThem) {
+  test::MountedVault& vault = *vault_;
+  ASSERT_TRUE(Ok(::mkdir(vault.path("d").c_str(), 0755)));
+  ASSERT_TRUE(Ok(::mkdir(vault.path("d/sub").c_str(), 0755)));
+  WriteFile(vault.path("d/sub/f"), "contents of f");
+  Handle file = HandleOf(vault.path("d/sub/f"));
+  Handle sub = HandleOf(vault.path("d/sub"));
+  ASSERT_FALSE(file.bytes.empty()) << test::ErrnoName(errno);
+  ASSERT_FALSE(sub.bytes.empty()) << test::ErrnoName(errno);
+
+  // Forgotten, then the directory renamed (the kernel looks up d and sub again for that), then
+  // forgotten again: d, sub and f are all unknown to the kernel.
+  ASSERT_TRUE(test::DropKernelCaches());
+  ASSERT_TRUE(Ok(::rename(vault.path("d/sub").c_str(), vault.path("d/moved").c_str())));
+  ASSERT_TRUE(test::DropKernelCaches());
+  const long long before = Stat("handle_lookups");
+  ASSERT_GE(before, 0);
+
+  int fd = Open(file, O_RDONLY);
+  ASSERT_TRUE(Ok(fd));
+  EXPECT_EQ(ReadFd(fd), "contents of f");
+  ::close(fd);
+  // Writable through the handle too, and the change is seen by name.
+  fd = Open(file, O_WRONLY);
+  ASSERT_TRUE(Ok(fd));
+  ASSERT_EQ(::pwrite(fd, "C", 1, 0), 1);
+  ASSERT_TRUE(Ok(::close(fd)));
+  EXPECT_EQ(test::ReadAll(vault.path("d/moved/f")), "Contents of f");
+
+  // A directory opened by handle is reconnected to its path (the kernel asks for ".." and lists
+  // the parent to find its name): its descriptor names where it is now.
+  ASSERT_TRUE(test::DropKernelCaches());
+  int dir = Open(sub, O_RDONLY | O_DIRECTORY);
+  ASSERT_TRUE(Ok(dir));
+  EXPECT_EQ(PathOfFd(dir), vault.path("d/moved"));
+  EXPECT_EQ(ListFd(dir), std::set<std::string>{"f"});
+  ::close(dir);
+
+  // The daemon did resolve them by node id: the kernel had forgotten them.
+  EXPECT_GE(Stat("handle_lookups"), before + 2);
+}
+
+TEST_F(MountHandleTest, HandlesOfRemovedOrReplacedObjectsAreStale) {
+  test::MountedVault& vault = *vault_;
+  WriteFile(vault.path("gone"), "gone");
+  WriteFile(vault.path("replaced"), "old");
+  WriteFile(vault.path("new"), "new");
+  WriteFile(vault.path("linked"), "linked");
+  ASSERT_TRUE(Ok(::mkdir(vault.path("dir").c_str(), 0755)));
+  ASSERT_TRUE(Ok(::link(vault.path("linked").c_str(), vault.path("dir/other").c_str())));
+  Handle gone = HandleOf(vault.path("gone"));
+  Handle replaced = HandleOf(vault.path("replaced"));
+  Handle linked = HandleOf(vault.path("linked"));
+  Handle dir = HandleOf(vault.path("dir"));
+  ASSERT_TRUE(test::DropKernelCaches());
+  ASSERT_TRUE(Ok(::unlink(vault.path("gone").c_str())));
+  ASSERT_TRUE(Ok(::rename(vault.path("new").c_str(), vault.path("replaced").c_str())));
+  ASSERT_TRUE(Ok(::unlink(vault.path("linked").c_str())));  // lives on as dir/other
+  ASSERT_TRUE(test::DropKernelCaches());
+
+  errno = 0;
+  EXPECT_EQ(Open(gone, O_RDONLY), -1);
+  EXPECT_EQ(errno, ESTALE);
+  errno = 0;
+  EXPECT_EQ(Open(replaced, O_RDONLY), -1);
+  EXPECT_EQ(errno, ESTALE);
+  // A hard link that is left keeps the handle valid.
+  int fd = Open(linked, O_RDONLY);
+  ASSERT_TRUE(Ok(fd));
+  EXPECT_EQ(ReadFd(fd), "linked");
+  ::close(fd);
+
+  ASSERT_TRUE(Ok(::unlink(vault.path("dir/other").c_str())));
+  ASSERT_TRUE(Ok(::rmdir(vault.path("dir").c_str())));
+  ASSERT_TRUE(test::DropKernelCaches());
+  errno = 0;
+  EXPECT_EQ(Open(dir, O_RDONLY | O_DIRECTORY), -1);
+  EXPECT_EQ(errno, ESTALE);
+}
+
+TEST_F(MountHandleTest, HandlesOfAnotherMountAreStale) {
+  WriteFile(vault_->path("a"), "a");
+  WriteFile(vault_->path("b"), "b");
+  Handle a = HandleOf(vault_->path("a"));
+  Mount({});  // another vault, with files of the same names: not what the handle names
+  WriteFile(vault_->path("a"), "not a");
+  WriteFile(vault_->path("b"), "not b");
+  ASSERT_TRUE(test::DropKernelCaches());
+  errno = 0;
+  EXPECT_EQ(Open(a, O_RDONLY), -1);
+  EXPECT_EQ(errno, ESTALE);
+}
+
+TEST_F(MountHandleTest, HandlesFromBeforeARemountAreStaleAndNewOnesWork) {
+  WriteFile(vault_->path("a"), "a");
+  Handle before = HandleOf(vault_->path("a"));
+  ::close(root_);  // an open descriptor would keep the old mount (and its daemon) alive
+  vault_->Remount();
+  root_ = ::open(vault_->plain().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_TRUE(Ok(root_));
+  ASSERT_TRUE(test::DropKernelCaches());
+  errno = 0;
+  EXPECT_EQ(Open(before, O_RDONLY), -1);
+  EXPECT_EQ(errno, ESTALE);
+  Handle after = HandleOf(vault_->path("a"));
+  ASSERT_TRUE(test::DropKernelCaches());
+  int fd = Open(after, O_RDONLY);
+  ASSERT_TRUE(Ok(fd));
+  EXPECT_EQ(ReadFd(fd), "a");
+  ::close(fd);
+}
+
+// The daemon remembers a bounded number of forgotten nodes, the most recently forgotten.
+TEST_F(MountHandleTest, OnlyTheMostRecentlyForgottenNodesAreRemembered) {
+  constexpr int kFiles = 16, kKept = 4;
+  Mount({"--handle-cache", std::to_string(kKept)});
+  std::vector<Handle> handles;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string path = vault_->path("f" + std::to_string(i));
+    WriteFile(path, "file " + std::to_string(i));
+    handles.push_back(HandleOf(path));
+    ASSERT_FALSE(handles.back().bytes.empty());
+  }
+  ASSERT_TRUE(test::DropKernelCaches());
+  EXPECT_EQ(Stat("nodes_remembered"), kKept);
+  int opened = 0;
+  for (int i = 0; i < kFiles; ++i) {
+    errno = 0;
+    const int fd = Open(handles[static_cast<size_t>(i)], O_RDONLY);
+    if (fd < 0) {
+      EXPECT_EQ(errno, ESTALE) << i;
+      continue;
+    }
+    ++opened;
+    EXPECT_EQ(ReadFd(fd), "file " + std::to_string(i));  // never another file
+    ::close(fd);
+  }
+  EXPECT_EQ(opened, kKept);
+}
+
+}  // namespace
+}  // namespace sigilfs

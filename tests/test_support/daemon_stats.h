@@ -1,0 +1,37 @@
+// Test helper: the mount daemon's stats file (--stats-file), asked for with SIGUSR1 and read.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "test_support/process.h"
+
+namespace sigilfs::test {
+
+// The number after "name": in the stats JSON, or -1.
+inline long long StatsCounter(const std::string& json, const std::string& name) {
+  const size_t at = json.find("\"" + name + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(json.substr(at + name.size() + 4));
+}
+
+// Makes the daemon `pid` write its stats file `path` now and returns it ("" if it did not
+// within 5 s). Written whole by a rename, so it is never read half done.
+inline std::string RequestStats(pid_t pid, const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  if (::kill(pid, SIGUSR1) != 0) return "";
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() > end) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ReadAll(path);
+}
+
+}  // namespace sigilfs::test

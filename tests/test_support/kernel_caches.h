@@ -1,0 +1,30 @@
+// Test helper: makes the kernel drop its unused dentries and inodes, as memory pressure would;
+// for FUSE ones it sends FORGET, so the daemon sees nodes forgotten (root only).
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+namespace sigilfs::test {
+
+// Time for the kernel's FORGETs to reach the daemon and be handled.
+constexpr auto kForgetArrives = std::chrono::milliseconds(300);
+
+// Whether this process may make the kernel drop its caches.
+inline bool CanDropKernelCaches() { return ::access("/proc/sys/vm/drop_caches", W_OK) == 0; }
+
+// Drops the dentry and inode caches and waits for the FORGETs to arrive; false if this cannot.
+inline bool DropKernelCaches() {
+  ::sync();
+  const int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, "2", 1) == 1;
+  ::close(fd);
+  std::this_thread::sleep_for(kForgetArrives);
+  return ok;
+}
+
+}  // namespace sigilfs::test
