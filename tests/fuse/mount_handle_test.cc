@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -25,10 +26,23 @@ namespace {
 
 using test::Ok;
 
-// A file handle as name_to_handle_at gives it.
+// A file handle as name_to_handle_at gives it. FUSE's (fs/fuse/inode.c, fuse_encode_fh) is
+// three 32-bit words: the node id's high and low halves and the inode's generation.
 struct Handle {
   std::vector<unsigned char> bytes;
   file_handle* get() { return reinterpret_cast<file_handle*>(bytes.data()); }
+  uint32_t word(int i) {
+    uint32_t w;
+    std::memcpy(&w, get()->f_handle + 4 * i, 4);
+    return w;
+  }
+  void set_word(int i, uint32_t w) { std::memcpy(get()->f_handle + 4 * i, &w, 4); }
+  uint64_t node() { return (uint64_t{word(0)} << 32) | word(1); }
+  void set_node(uint64_t id) {
+    set_word(0, static_cast<uint32_t>(id >> 32));
+    set_word(1, static_cast<uint32_t>(id));
+  }
+  uint32_t generation() { return word(2); }
 };
 
 Handle HandleOf(const std::string& path) {
@@ -220,6 +234,53 @@ TEST_F(MountHandleTest, HandlesFromBeforeARemountAreStaleAndNewOnesWork) {
   ::close(fd);
 }
 
+// A handle is a node id the kernel passes on to the daemon, and the kernel checks the generation
+// the daemon answers with: changed ones (stale or forged) are ESTALE, and the daemon serves on.
+TEST_F(MountHandleTest, ForgedHandlesAreStale) {
+  WriteFile(vault_->path("a"), "a");
+  WriteFile(vault_->path("b"), "b");
+  Handle a = HandleOf(vault_->path("a"));
+  Handle b = HandleOf(vault_->path("b"));
+  ASSERT_EQ(a.get()->handle_bytes, 12u);
+  // Every node its own generation (the root's is 0): a freed node's address, reused by a new
+  // node, does not make an old handle open the new object.
+  EXPECT_NE(a.generation(), b.generation());
+  EXPECT_NE(a.generation(), 0u);
+  ASSERT_TRUE(test::DropKernelCaches());
+  const long long before = Stat("handle_lookups");
+
+  auto expect_stale = [&](Handle h, const std::string& what) {
+    errno = 0;
+    const int fd = Open(h, O_RDONLY);
+    EXPECT_EQ(fd, -1) << what << " opened: " << ReadFd(fd);
+    EXPECT_EQ(errno, ESTALE) << what;
+    if (fd >= 0) ::close(fd);
+  };
+  Handle h = a;
+  h.set_word(2, a.generation() + 1);
+  expect_stale(h, "another generation");
+  h = a;
+  h.set_word(2, b.generation());
+  expect_stale(h, "b's generation");
+  h = b;
+  h.set_word(2, a.generation());
+  expect_stale(h, "a's generation on b");
+  for (const uint64_t id : {a.node() + 8, a.node() - 8, a.node() ^ (uint64_t{1} << 40),
+                            uint64_t{0x0123456789abcdef}, ~uint64_t{0}, uint64_t{2}}) {
+    h = a;
+    h.set_node(id);
+    expect_stale(h, "node id " + std::to_string(id));
+  }
+  // They reached the daemon (the kernel held none of those nodes), which serves on.
+  EXPECT_GE(Stat("handle_lookups"), before + 6);
+  for (Handle* real : {&a, &b}) {
+    const int fd = Open(*real, O_RDONLY);
+    ASSERT_TRUE(Ok(fd));
+    EXPECT_EQ(ReadFd(fd).size(), 1u);
+    ::close(fd);
+  }
+}
+
 // The daemon remembers a bounded number of forgotten nodes, the most recently forgotten.
 TEST_F(MountHandleTest, OnlyTheMostRecentlyForgottenNodesAreRemembered) {
   constexpr int kFiles = 16, kKept = 4;
@@ -232,7 +293,9 @@ TEST_F(MountHandleTest, OnlyTheMostRecentlyForgottenNodesAreRemembered) {
     ASSERT_FALSE(handles.back().bytes.empty());
   }
   ASSERT_TRUE(test::DropKernelCaches());
-  EXPECT_EQ(Stat("nodes_remembered"), kKept);
+  const std::string json = test::WaitForStat(vault_->pid(), stats_, "nodes_remembered", kKept);
+  ASSERT_EQ(test::StatsCounter(json, "nodes_remembered"), kKept) << json;
+  ASSERT_EQ(test::StatsCounter(json, "nodes"), kKept) << json;  // the kernel holds none
   int opened = 0;
   for (int i = 0; i < kFiles; ++i) {
     errno = 0;

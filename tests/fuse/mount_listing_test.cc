@@ -97,7 +97,7 @@ TEST(MountListingTest, LookupReferencesFromListingsAreCountedExactly) {
   // Once the kernel forgot everything, the daemon knows no node: no reference leaked or was
   // given back twice (that would have dropped a node in use, and the reads above would fail).
   test::DropKernelCaches();
-  const std::string json = test::RequestStats(vault.pid(), stats);
+  const std::string json = test::WaitForStat(vault.pid(), stats, "nodes", 0);
   EXPECT_EQ(test::StatsCounter(json, "nodes"), 0) << json;
   // Renames and unlinks after all that forgetting still find the right nodes.
   ASSERT_EQ(::rename((dir + "/" + pad + "1").c_str(), (dir + "/renamed").c_str()), 0);

@@ -34,4 +34,17 @@ inline std::string RequestStats(pid_t pid, const std::string& path) {
   return ReadAll(path);
 }
 
+// Asks for the stats until counter `name` equals `want` (the kernel's FORGETs, say, arrive when
+// they arrive), at most 5 s; returns the last stats read.
+inline std::string WaitForStat(pid_t pid, const std::string& path, const std::string& name,
+                               long long want) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::string json = RequestStats(pid, path);
+  while (StatsCounter(json, name) != want && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    json = RequestStats(pid, path);
+  }
+  return json;
+}
+
 }  // namespace sigilfs::test

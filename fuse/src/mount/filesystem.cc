@@ -138,6 +138,7 @@ void Filesystem::ReleaseLocked(
   // OpenInode dropped the child's valid name (link() then failed with ENOENT). So it stays,
   // kept current, and is this directory's node again when looked up. (Anything else holding
   // it briefly keeps it too: it is then dropped with its last child, or looked up again.)
+  UnrememberLocked(*it->second);  // the list holds plain pointers
   if (S_ISDIR(it->second->type) && it->second.use_count() > 1) return;
   std::shared_ptr<Inode> node = std::move(it->second);
   table_.erase(it);
@@ -408,6 +409,7 @@ Status Stale(const char* why) { return Status(Code::kIoError, why, ESTALE); }
 }  // namespace
 
 Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
+  handle_lookups_.fetch_add(1, std::memory_order_relaxed);
   std::shared_lock tree(tree_mu_);
   std::shared_ptr<Inode> node = root_;
   if (nodeid != 1) {
@@ -417,7 +419,6 @@ Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
     node =
         reinterpret_cast<Inode*>(nodeid)->shared_from_this();  // NOLINT(performance-no-int-to-ptr)
   }
-  handle_lookups_.fetch_add(1, std::memory_order_relaxed);
   return EntryOf(node);
 }
 
@@ -585,6 +586,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   if (::fstat(fd, &st) != 0) return Errno("stat");
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
                            Intern(st, parent.shared_from_this(), stored));
+  Status failed = Status::Ok();
   {
     std::lock_guard lock(inode->mu);
     if (!inode->contents) {
@@ -593,16 +595,22 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
                                             "file " + std::to_string(st.st_ino));
       if (!contents.ok()) {
         ::close(stat_fd);
-        Forget(NodeId(*inode), 1);
-        return contents.status();
+        failed = contents.status();
+      } else {
+        inode->contents = std::move(contents).value();
+        inode->stat_fd = stat_fd;
+        inode->is_open = true;
+        open_files_.fetch_add(1, std::memory_order_relaxed);
       }
-      inode->contents = std::move(contents).value();
-      inode->stat_fd = stat_fd;
-      inode->is_open = true;
-      open_files_.fetch_add(1, std::memory_order_relaxed);
     }
-    ++inode->open_count;
-    if ((flags & O_ACCMODE) != O_RDONLY) ++inode->writers;
+    if (failed.ok()) {
+      ++inode->open_count;
+      if ((flags & O_ACCMODE) != O_RDONLY) ++inode->writers;
+    }
+  }
+  if (!failed.ok()) {
+    Forget(NodeId(*inode), 1);  // after inode->mu: Forget takes table_mu_ and may try mu
+    return failed;
   }
   // The node now holds a lookup and an open for the kernel: a failure gives both back.
   Status s = Status::Ok();

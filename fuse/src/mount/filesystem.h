@@ -107,7 +107,7 @@ struct MountOptions {
 struct NodeStats {
   uint64_t nodes = 0;           // nodes the daemon knows, the kernel's and remembered ones
   uint64_t remembered = 0;      // nodes the kernel forgot, kept for file handles
-  uint64_t handle_lookups = 0;  // file handles resolved after the kernel forgot their node
+  uint64_t handle_lookups = 0;  // handles the kernel asked about (it forgot their node), stale too
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
