@@ -395,6 +395,24 @@ TEST_F(MountAclTest, NoxattrMountsHaveNoAcls) {
   EXPECT_EQ(ModeOf(vault.path("dir")), 0750u);
 }
 
+// ACLs are on unless -o noacl turns them off; `user.*` attributes work either way.
+TEST_F(MountAclTest, NoaclTurnsAclsOffAndKeepsAttributes) {
+  struct Case {
+    std::vector<std::string> options;
+    bool acls;
+  };
+  for (const Case& c :
+       {Case{{}, true}, Case{{"-o", "noacl"}, false}, Case{{"-o", "noacl,acl"}, true},
+        Case{{"-o", "default_permissions,noacl"}, false}}) {
+    test::MountedVault vault(c.options);
+    const std::string what = c.options.empty() ? "(no options)" : c.options[1];
+    const std::string f = vault.path("file");
+    std::ofstream(f) << "x";
+    EXPECT_EQ(SetRaw(f, kAccess, NamedReadAcl(kNobody)), c.acls ? 0 : EOPNOTSUPP) << what;
+    EXPECT_EQ(::setxattr(f.c_str(), "user.k", "v", 1, 0), 0) << what;
+  }
+}
+
 // As another user, through a root-run mount with allow_other: the kernel checks named entries
 // (with or without default_permissions: ACLs turn it on), and only the owner may set ACLs.
 class MountAclOtherUserTest : public ::testing::TestWithParam<const char*> {

@@ -163,7 +163,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   fs_options.handle_cache = o.handle_cache;
   // ACLs are extended attributes to the kernel, stored as `user.*` ones: offered only where the
   // backing filesystem keeps those, or every permission check of the kernel would fail.
-  fs_options.acls = o.xattrs && KeepsUserXattrs(volume->root_fd());
+  fs_options.acls = o.xattrs && o.acls && KeepsUserXattrs(volume->root_fd());
   Filesystem fs(std::move(volume), fs_options);
 
   fuse_session* se = fuse_session_new(&args, &Operations(o.xattrs), sizeof(fuse_lowlevel_ops), &fs);
