@@ -570,7 +570,15 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
   std::vector<std::pair<uint64_t, PageBuffer>> loaded;
   for (const auto& [index, counter] : need) {
     std::vector<PageBuffer> one;
-    SIGILFS_RETURN_IF_ERROR(LoadPageBuffers(key.get(), index, 1, disk_size, one));
+    if (Status s = LoadPageBuffers(key.get(), index, 1, disk_size, one); !s.ok()) {
+      // The cipher file changed since the snapshot: a truncate cut it (the page reads as cut
+      // short), or a write-back grew it and re-sealed its old last page as not-last (the page
+      // fails as the last one it was). WriteBegin reads it again under the lock, as it is now.
+      std::shared_lock lock(mu_);
+      if (generation != generation_ || epoch != cache_epoch_ || disk_size != disk_size_)
+        return Status::Ok();
+      return s;
+    }
     Count(counter);
     loaded.emplace_back(index, std::move(one[0]));
   }

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -37,6 +39,15 @@ class PageLayerTest
   void Reconfigure(PageLayerOptions o) {
     options_ = o;
     layer_ = std::make_unique<PageLayer>(std::get<1>(GetParam()), key_, options_);
+  }
+
+  // A cache of 16 pages, written back every 4 dirty pages: most partial writes read their page
+  // back from the cipher file.
+  void UseSmallCache() {
+    PageLayerOptions o;
+    o.cache_bytes = 16 * 4096;
+    o.writeback_pages = 4;
+    Reconfigure(o);
   }
 
   std::unique_ptr<FileContents> Open(const std::string& name) {
@@ -577,6 +588,109 @@ TEST_P(PageLayerTest, ConcurrentLargeWritesAndReadsPastTheCache) {
   auto all = ReadAll(*g);
   for (size_t r = 0; r < 4; ++r)
     EXPECT_EQ(all[r * kRun * 4096], static_cast<uint8_t>((r % 2) * 64 + 15)) << r;
+}
+
+// Failures seen by several threads: how many, and the first one's text.
+struct Failures {
+  std::mutex mu;
+  int count = 0;
+  std::string first;
+  void Add(const std::string& what) {
+    std::lock_guard lock(mu);
+    if (count++ == 0) first = what;
+  }
+};
+
+// Partial writes into one file from `writers` threads at once, each owning every writers-th
+// page and writing pieces of its pages further out as it goes, so the file grows under the
+// others, with gaps, and old last pages are re-sealed while others read theirs for their own
+// partial writes; flushes between. `wrote(writer, offset, piece)` sees every write that
+// succeeded; `beside` runs in one more thread meanwhile.
+void StripedGrowingWrites(
+    FileContents& f, size_t writers, size_t pages, Failures& failures,
+    const std::function<void(size_t, uint64_t, const std::vector<uint8_t>&)>& wrote,
+    const std::function<void()>& beside) {
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < writers; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937 rng(static_cast<uint32_t>(w) * 7919 + 1);
+      for (int i = 0; i < 1500; ++i) {
+        const size_t page =
+            w + writers * (rng() % (1 + std::min<size_t>(pages / writers - 1,
+                                                         static_cast<size_t>(i) / 40)));
+        const size_t from = rng() % 4096, len = 1 + rng() % (4096 - from);
+        std::vector<uint8_t> piece(len, static_cast<uint8_t>(1 + (w * 60 + i) % 250));
+        auto n = f.Write(page * 4096 + from, piece);
+        if (!n.ok() || *n != len)
+          failures.Add("write: " + (n.ok() ? std::string("short") : n.status().ToString()));
+        else
+          wrote(w, page * 4096 + from, piece);
+        if (i % 37 == 0 && !f.Flush().ok()) failures.Add("flush");
+      }
+    });
+  }
+  if (beside) threads.emplace_back(beside);
+  for (auto& t : threads) t.join();
+}
+
+// Writes as a writeback cache sends them, several at once into one file, under a small cache. The
+// result is known: no write may fail and the file reads back as written, also after reopening.
+TEST_P(PageLayerTest, ConcurrentPartialWritesThatGrowTheFile) {
+  constexpr size_t kWriters = 4, kPages = 96;
+  UseSmallCache();
+  auto f = Open("a");
+  std::vector<std::vector<uint8_t>> models(kWriters, std::vector<uint8_t>(kPages * 4096, 0));
+  std::vector<size_t> ends(kWriters, 0);
+  Failures failures;
+  StripedGrowingWrites(
+      *f, kWriters, kPages, failures,
+      [&](size_t w, uint64_t at, const std::vector<uint8_t>& piece) {
+        std::copy(piece.begin(), piece.end(), models[w].begin() + static_cast<long>(at));
+        ends[w] = std::max(ends[w], static_cast<size_t>(at + piece.size()));
+      },
+      nullptr);
+  EXPECT_EQ(failures.count, 0) << failures.first;
+  ASSERT_TRUE(f->Flush().ok());
+  const size_t size = *std::max_element(ends.begin(), ends.end());
+  std::vector<uint8_t> want(size, 0);
+  for (size_t p = 0; p * 4096 < size; ++p)
+    std::copy_n(models[p % kWriters].begin() + static_cast<long>(p * 4096),
+                std::min<size_t>(4096, size - p * 4096),
+                want.begin() + static_cast<long>(p * 4096));
+  EXPECT_EQ(f->size(), size);
+  EXPECT_TRUE(ReadAll(*f) == want);
+  f.reset();
+  auto g = Open("a");
+  EXPECT_TRUE(ReadAll(*g) == want) << "after reopening";
+}
+
+// The same writes with truncates and reads beside them. A write's read-modify-write read could
+// meet a truncate cutting the cipher file and fail as damaged ("the cipher file ends inside
+// this page"): nothing may fail, and the file reads back whole after reopening.
+TEST_P(PageLayerTest, ConcurrentTruncatesReadsAndPartialWritesNeverFail) {
+  constexpr size_t kWriters = 4, kPages = 96;
+  UseSmallCache();
+  auto f = Open("a");
+  Failures failures;
+  StripedGrowingWrites(
+      *f, kWriters, kPages, failures, [](size_t, uint64_t, const std::vector<uint8_t>&) {},
+      [&] {
+        std::mt19937 rng(99);
+        std::vector<uint8_t> buf(8192);
+        for (int i = 0; i < 200; ++i) {
+          if (Status s = f->Truncate(rng() % (kPages * 4096)); !s.ok())
+            failures.Add("truncate: " + s.ToString());
+          auto r = f->Read(rng() % (kPages * 4096), buf);
+          if (!r.ok()) failures.Add("read: " + r.status().ToString());
+        }
+      });
+  EXPECT_EQ(failures.count, 0) << failures.first;
+  ASSERT_TRUE(f->Flush().ok());
+  const auto all = ReadAll(*f);
+  EXPECT_EQ(all.size(), f->size());
+  f.reset();
+  auto g = Open("a");
+  EXPECT_TRUE(ReadAll(*g) == all) << "after reopening";
 }
 
 // A daemon builds its volume and then forks (fuse_daemonize), and threads do not survive
