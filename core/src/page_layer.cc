@@ -571,9 +571,12 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
   for (const auto& [index, counter] : need) {
     std::vector<PageBuffer> one;
     if (Status s = LoadPageBuffers(key.get(), index, 1, disk_size, one); !s.ok()) {
-      // The cipher file changed since the snapshot: a truncate cut it (the page reads as cut
-      // short), or a write-back grew it and re-sealed its old last page as not-last (the page
-      // fails as the last one it was). WriteBegin reads it again under the lock, as it is now.
+      // The cipher file may have changed since the snapshot: a truncate cut it (the page reads
+      // as cut short), or a write-back grew it and re-sealed its old last page as not-last (the
+      // page fails as the last one it was). Once any write-back in progress is done (it updates
+      // the size after writing), a changed snapshot shows it: WriteBegin and the write-back then
+      // read the page again, as it is now. Otherwise the damage is real.
+      std::lock_guard wb(writeback_mu_);
       std::shared_lock lock(mu_);
       if (generation != generation_ || epoch != cache_epoch_ || disk_size != disk_size_)
         return Status::Ok();
