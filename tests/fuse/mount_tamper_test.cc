@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
@@ -133,7 +134,7 @@ class MountTamperTest : public ::testing::Test {
     // The kernel caches names, attributes and pages: drop its dentries and inodes (the pages
     // of a FUSE inode go with it), so every read reaches the daemon, which forgets the nodes
     // the kernel forgets, and their directory IVs.
-    std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
+    test::DropKernelCachesNow();
     // And the daemon must have let go of the last check's files (their plaintext is cached).
     vault_->WaitForReleases(idle_fds_);
     bool detected = false;
@@ -395,7 +396,7 @@ TEST_F(MountTamperTest, ADamagedSealedFileCanBeRenamedAndRemoved) {
     if (e.is_regular_file() && e.file_size() > 64 * 1024) sealed = e.path();
   ASSERT_FALSE(sealed.empty());
   FlipByte(sealed.string(), fs::file_size(sealed) - 3);  // in the trailer
-  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
+  ASSERT_TRUE(test::DropKernelCachesNow());
   struct stat st;
   EXPECT_TRUE(test::FailsWith(::stat(vault_->path("sealed").c_str(), &st), EIO));
   EXPECT_TRUE(test::FailsWith(::open(vault_->path("sealed").c_str(), O_RDONLY), EIO));

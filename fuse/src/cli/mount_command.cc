@@ -36,14 +36,11 @@ struct MountArgs {
 
 // A count: decimal digits only.
 Result<size_t> ParseCount(const std::string& text, const char* what) {
-  size_t n = 0;
-  const bool digits =
-      !text.empty() && text.size() <= 12 &&
-      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (digits) n = std::stoull(text);
-  if (!digits)
+  // At most 12 digits, so stoull cannot overflow or throw.
+  if (text.empty() || text.size() > 12 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return Status(Code::kInvalidArgument, std::string(what) + " is not a count: " + text);
-  return n;
+  return static_cast<size_t>(std::stoull(text));
 }
 
 // A duration in seconds: a number with an optional s, m or h.

@@ -154,10 +154,7 @@ void Filesystem::RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>
     std::unique_lock lock(node.mu, std::try_to_lock);
     if (lock.owns_lock()) node.iv.reset();
   }
-  if (!node.remembered) {
-    node.forgotten_at = forgotten_.insert(forgotten_.end(), &node);
-    node.remembered = true;
-  }
+  if (!node.forgotten_at) node.forgotten_at = forgotten_.insert(forgotten_.end(), &node);
   while (forgotten_.size() > options_.handle_cache) {
     Inode* oldest = forgotten_.front();
     UnrememberLocked(*oldest);
@@ -167,9 +164,9 @@ void Filesystem::RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>
 }
 
 void Filesystem::UnrememberLocked(Inode& node) {
-  if (!node.remembered) return;
-  forgotten_.erase(node.forgotten_at);
-  node.remembered = false;
+  if (!node.forgotten_at) return;
+  forgotten_.erase(*node.forgotten_at);
+  node.forgotten_at.reset();
 }
 
 NodeStats Filesystem::node_stats() const {
@@ -192,7 +189,7 @@ void Filesystem::DropLocked(std::shared_ptr<Inode> node,
     dropped->push_back(std::move(cur));
     for (auto& name : names) {
       std::shared_ptr<Inode> parent = std::move(name.parent);
-      if (parent == root_ || parent->nlookup > 0 || parent->remembered) continue;
+      if (parent == root_ || parent->nlookup > 0 || parent->forgotten_at) continue;
       // A forgotten directory kept for its children (see ReleaseLocked) that only the table and
       // this name held: it goes too.
       auto it = table_.find({parent->key_dev, parent->key_ino});

@@ -48,8 +48,7 @@ struct Inode : std::enable_shared_from_this<Inode> {
   // new node, which gets a new generation, so an old handle is ESTALE, never another file.
   uint32_t generation = 0;  // 0 for the root, as the kernel requires
   // Forgotten by the kernel and remembered for file handles: its place in Filesystem::forgotten_.
-  bool remembered = false;                   // GUARDED_BY(Filesystem::table_mu_)
-  std::list<Inode*>::iterator forgotten_at;  // GUARDED_BY(Filesystem::table_mu_)
+  std::optional<std::list<Inode*>::iterator> forgotten_at;  // GUARDED_BY(Filesystem::table_mu_)
 
   std::mutex mu;                                 // guards the fields below
   std::optional<core::DirIv> iv;                 // directories: cached name IV
