@@ -142,6 +142,98 @@ TEST_P(PageLayerTest, FullPageOverwritesNeverReadAndPartialWritesReadOnce) {
   EXPECT_EQ(layer_->counters().Get(PageCounter::kRmwReads), 1u);
 }
 
+// Records the writes and read hints a file receives, passing them on.
+class RecordingBackingFile final : public BackingFile {
+ public:
+  struct Call {
+    uint64_t offset, length;
+  };
+  explicit RecordingBackingFile(std::unique_ptr<BackingFile> inner) : inner_(std::move(inner)) {}
+  Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
+    return inner_->ReadAt(buf, offset);
+  }
+  Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
+    uint64_t length = 0;
+    for (ByteSpan b : bufs) length += b.size();
+    {
+      std::lock_guard lock(mu_);
+      writes_.push_back({offset, length});
+    }
+    return inner_->WriteAt(bufs, offset);
+  }
+  Result<uint64_t> Size() override { return inner_->Size(); }
+  Status Truncate(uint64_t size) override { return inner_->Truncate(size); }
+  Status Sync(bool data_only) override { return inner_->Sync(data_only); }
+  Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) override {
+    return inner_->Allocate(offset, length, punch_hole);
+  }
+  Result<uint64_t> Seek(uint64_t offset, bool data) override { return inner_->Seek(offset, data); }
+  void WillNeed(uint64_t offset, uint64_t length) override {
+    std::lock_guard lock(mu_);
+    hints_.push_back({offset, length});
+  }
+
+  std::vector<Call> writes() {
+    std::lock_guard lock(mu_);
+    return writes_;
+  }
+  std::vector<Call> hints() {
+    std::lock_guard lock(mu_);
+    return hints_;
+  }
+
+ private:
+  std::unique_ptr<BackingFile> inner_;
+  std::mutex mu_;
+  std::vector<Call> writes_;  // GUARDED_BY(mu_)
+  std::vector<Call> hints_;   // GUARDED_BY(mu_)
+};
+
+// A write that covers part of a cipher-file page the backing filesystem has not cached makes it
+// read that page from disk first. A large overwrite is sealed in pieces on several threads, but
+// written so that only the two ends of the run can cover part of a page, and the pages holding
+// those ends (and the end of a next run of the same length) are asked for before sealing.
+TEST_P(PageLayerTest, LargeOverwritesWriteWholeCipherPagesExceptAtTheEnds) {
+  const PageGeometry g(crypt::AeadNonceSize(std::get<1>(GetParam())));
+  const auto original = Pattern(1024 * 4096, 1);
+  {
+    auto f = Open("a");
+    WriteAll(*f, 0, original);
+  }
+  auto recording = std::make_unique<RecordingBackingFile>(backend_.Open("a"));
+  RecordingBackingFile* rec = recording.get();
+  auto opened = layer_->Open(std::move(recording), "a");
+  ASSERT_TRUE(opened.ok());
+  auto f = std::move(opened).value();
+  const uint64_t first = 100, count = 256;  // one 1 MiB write: several pieces
+  const auto replacement = Pattern(count * 4096, 2);
+  WriteAll(*f, first * 4096, replacement);
+
+  const auto writes = rec->writes();
+  ASSERT_FALSE(writes.empty());
+  const uint64_t run_begin = g.UnitOffset(first), run_end = g.UnitOffset(first + count);
+  uint64_t at = run_begin;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    EXPECT_EQ(writes[i].offset, at) << "write " << i << " out of file order";
+    at = writes[i].offset + writes[i].length;
+    if (i + 1 < writes.size()) {
+      EXPECT_EQ(at % 4096, 0u) << "write " << i << " ends inside a page";
+    }
+  }
+  EXPECT_EQ(at, run_end);
+  auto hinted = [&](uint64_t offset) {
+    for (const auto& h : rec->hints())
+      if (h.offset <= offset && offset < h.offset + h.length) return true;
+    return false;
+  };
+  EXPECT_TRUE(hinted(run_begin));
+  EXPECT_TRUE(hinted(run_end));
+  EXPECT_TRUE(hinted(run_end + (run_end - run_begin)));
+  auto expect = original;
+  std::copy(replacement.begin(), replacement.end(), expect.begin() + first * 4096);
+  EXPECT_EQ(ReadAll(*f), expect);
+}
+
 TEST_P(PageLayerTest, ForcedRmwReadsEveryOverwrittenPage) {
   PageLayerOptions o;
   o.force_rmw = true;
