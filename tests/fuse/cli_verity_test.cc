@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -413,7 +414,9 @@ TEST_F(CliVerityTest, FsckFindsBadSymlinkTargetsAndMissingDirectoryIvs) {
   const fs::path link = CipherPath("link");
   fs::remove(link);
   fs::create_symlink("not-an-encrypted-target", link);
-  fs::remove(fs::path(CipherPath("sub")) / core::kDirIvFileName);
+  const fs::path sub = CipherPath("sub");
+  fs::remove(sub / core::kDirIvFileName);
+  ::removexattr(sub.c_str(), core::kDirIvAttrName);  // its copy, where the filesystem has one
   ProcessResult r = Fsck();
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("link: "), std::string::npos) << r.out;
@@ -421,6 +424,26 @@ TEST_F(CliVerityTest, FsckFindsBadSymlinkTargetsAndMissingDirectoryIvs) {
   EXPECT_NE(r.out.find("2 directories, 0 files (0 sealed), 1 symlinks checked; 2 problems"),
             std::string::npos)
       << r.out;
+}
+
+// After a crash that kept a directory but not its (unflushed) IV file, the IV in the
+// directory's attribute still opens its names; fsck says so, and changes nothing.
+TEST_F(CliVerityTest, FsckReportsAnIvFileKeptOnlyInTheDirectorysAttribute) {
+  MakeDir("sub");
+  Put("sub/x", test::Pattern(10, 1));
+  const fs::path sub = CipherPath("sub");
+  std::array<uint8_t, core::kDirIvSize> attr;
+  if (::getxattr(sub.c_str(), core::kDirIvAttrName, attr.data(), attr.size()) !=
+      static_cast<ssize_t>(attr.size()))
+    GTEST_SKIP() << "the backing filesystem keeps no user attributes";
+  fs::resize_file(sub / core::kDirIvFileName, 0);
+  ProcessResult r = Fsck();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("sub: corrupt: IV file torn"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 directories, 1 files (0 sealed), 0 symlinks checked; 1 problems"),
+            std::string::npos)
+      << "the names in it were read and checked: " << r.out;
+  EXPECT_EQ(fs::file_size(sub / core::kDirIvFileName), 0u) << "fsck changes nothing";
 }
 
 TEST_F(CliVerityTest, WrongPassphraseIsOneLine) {

@@ -76,11 +76,16 @@ class Checker {
   // Depth first, entries in name order (a stable report); holds one descriptor per level.
   void CheckDirectory(const std::string& path, const Fd& dir) {
     ++directories_;
-    auto iv = volume_.ReadDirIv(dir.get());
+    bool from_attribute = false;
+    auto iv = volume_.ReadDirIv(dir.get(), &from_attribute);
     if (!iv.ok()) {
       Problem(path, iv.status());  // without its IV no name in it can be read
       return;
     }
+    if (from_attribute)  // readable, but a backup that drops attributes would lose its names
+      Problem(path, Status(Code::kCorrupt,
+                           "IV file torn; its copy in the directory's attribute is "
+                           "used (mounting the vault restores the file)"));
     std::vector<core::DirEntry> entries;
     Status listed = volume_.ListSorted(dir.get(), *iv, entries,
                                        [&](const std::string& stored, const Status& s) {

@@ -251,10 +251,18 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags) const {
 Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
   std::lock_guard lock(dir.mu);
   if (!dir.iv) {
-    auto iv = volume_->ReadDirIv(dirfd);
+    bool from_attribute = false;
+    auto iv = volume_->ReadDirIv(dirfd, &from_attribute);
     if (!iv.ok()) {
       Log("directory %s: %s", PathLocked(dir).c_str(), iv.status().ToString().c_str());
       return iv.status();
+    }
+    if (from_attribute && !options_.read_only) {
+      // A crash kept the directory but not its IV file's data: put the file back for backups
+      // that do not carry attributes.
+      Status restored = volume_->RestoreDirIvFile(dirfd, *iv);
+      Log("directory %s: IV file torn, IV taken from the directory's attribute; %s",
+          PathLocked(dir).c_str(), restored.ok() ? "file restored" : restored.ToString().c_str());
     }
     dir.iv = *iv;
   }

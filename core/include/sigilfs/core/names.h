@@ -20,6 +20,11 @@ using DirIv = std::array<uint8_t, kDirIvSize>;
 // Files of the vault's own inside the cipher tree. Encrypted names use only [A-Za-z0-9_-], so
 // anything with a '.' is the vault's and is never shown or clobbered.
 inline constexpr char kDirIvFileName[] = "sigilfs.diriv";
+// The same IV kept in an extended attribute of the directory, where the backing filesystem has
+// them: written with the directory's own metadata, so it survives a crash that the IV file (not
+// flushed, to spare an fsync per mkdir) may not. Outside NameCodec::kXattrPrefix, so listings
+// of the user's attributes never see it.
+inline constexpr char kDirIvAttrName[] = "user.sigilfs-diriv";
 inline constexpr char kLongNamePrefix[] = "sigilfs.long.";
 inline constexpr char kLongNameSideSuffix[] = ".name";
 inline constexpr size_t kMaxPlainNameLength = 255;   // NAME_MAX, as the kernel enforces

@@ -42,8 +42,14 @@ class Volume {
   const NameCodec& names() const { return *names_; }
   const Vault& vault() const { return *vault_; }
 
-  // The IV of the cipher directory `dirfd` (kCorrupt if missing or damaged).
-  Result<DirIv> ReadDirIv(int dirfd) const;
+  // The IV of the cipher directory `dirfd` (any descriptor of it, O_PATH too): its IV file, or
+  // where that is torn (shorter: a crash before its data reached the disk) the copy in the
+  // directory's kDirIvAttrName attribute, and then `*from_attribute` is set. kCorrupt if the
+  // file is missing or too long, if it is torn without an attribute copy, or if the two differ.
+  Result<DirIv> ReadDirIv(int dirfd, bool* from_attribute = nullptr) const;
+  // Writes the IV file of a directory whose IV came from its attribute, durably (under a
+  // temporary name, flushed, then renamed over the torn one).
+  Status RestoreDirIvFile(int dirfd, const DirIv& iv) const;
   // Creates directory `plain` in `dirfd`, IV included, atomically: made under a temporary name,
   // given its IV, then renamed into place (kExists if the name is taken).
   Status MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode);
@@ -94,6 +100,10 @@ class Volume {
          std::unique_ptr<PageLayer> pages);
   std::unique_ptr<Vault> vault_;
   int root_fd_;
+  // The backing filesystem journals metadata in order (ext4, XFS) or keeps nothing across a
+  // crash (tmpfs): an IV in the new directory's attribute is then stored no later than the
+  // rename that makes the directory visible, and the IV file needs no fsync.
+  bool ordered_metadata_ = false;
   std::unique_ptr<NameCodec> names_;
   std::unique_ptr<PageLayer> pages_;
 };
