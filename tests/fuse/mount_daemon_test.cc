@@ -1,10 +1,11 @@
 // The daemon's own features: the stats file (on SIGUSR1 and on unmount), idle unmount, mounts
-// through mount(8)/fstab syntax with options in -o, relative mount points, and remounting
-// read-only and back.
+// through mount(8)/fstab syntax with options in -o, relative mount points, the mount's
+// read-ahead, and remounting read-only and back.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -122,6 +123,48 @@ TEST(MountDaemonTest, MountSyntaxWithOptionsInDashO) {
                    SIGTERM),
             0);
   EXPECT_TRUE(WaitFor([&] { return !IsFuseMount(vault.plain()); }, std::chrono::seconds(8)));
+}
+
+// The kernel's read-ahead for the mount (its backing device's read_ahead_kb), in KiB.
+std::string MountReadahead(const std::string& mountpoint) {
+  struct stat st;
+  if (::stat(mountpoint.c_str(), &st) != 0) return "no mount";
+  return test::ReadAll("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                       std::to_string(minor(st.st_dev)) + "/read_ahead_kb");
+}
+
+// Sequential reads come in requests no larger than the mount's read-ahead window: the daemon
+// raises it from the kernel's 128 KiB (as root, where sysfs is writable), and the size is an
+// option; 0 leaves the kernel's. Bad values are refused before anything is mounted.
+TEST(MountDaemonTest, ReadaheadOfTheMountIsSetAndAnOption) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  if (::geteuid() != 0) GTEST_SKIP() << "setting a device's read-ahead needs root";
+  {
+    test::MountedVault vault;
+    EXPECT_EQ(MountReadahead(vault.plain()), "2048\n");
+    vault.Unmount();
+  }
+  {
+    test::MountedVault vault({"-o", "readahead=512"});
+    EXPECT_EQ(MountReadahead(vault.plain()), "512\n");
+    const std::string data(3 << 20, 'r');
+    std::ofstream(vault.path("f")) << data;
+    EXPECT_EQ(test::ReadAll(vault.path("f")), data);
+  }
+  {
+    test::MountedVault vault({"--readahead", "0"});
+    EXPECT_EQ(MountReadahead(vault.plain()), "128\n") << "the kernel's default";
+    vault.Unmount();
+    for (const char* bad : {"lots", "-1", "100000"}) {
+      test::ProcessResult r =
+          test::RunProcess({SIGILFS_BINARY, "mount", vault.cipher(), vault.plain(), "--passfile",
+                            vault.passfile(), "--readahead", bad});
+      EXPECT_NE(r.exit_code, 0) << bad;
+      EXPECT_NE(r.err.find("read-ahead"), std::string::npos) << r.err;
+      EXPECT_FALSE(IsFuseMount(vault.plain()));
+    }
+    vault.Mount();
+  }
 }
 
 // `mount -o remount,ro MOUNTPOINT` runs, through mount.fuse3, `sigilfs SOURCE MOUNTPOINT -o

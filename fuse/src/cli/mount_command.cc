@@ -30,6 +30,7 @@ struct MountArgs {
   std::string stats_file;
   std::string idle;                  // "90", "90s", "10m", "2h"
   std::string handle_cache;          // a count of nodes
+  std::string readahead;             // KiB
   std::vector<std::string> options;  // -o values, each possibly comma-separated
   fuse::PassphraseSource pass;
 };
@@ -128,6 +129,8 @@ int RunMount(MountArgs a) {
         a.idle = value;
       else if (key == "handle_cache")
         a.handle_cache = value;
+      else if (key == "readahead")
+        a.readahead = value;
       else if (opt == "xattr" || opt.empty())
         continue;
       else
@@ -156,6 +159,13 @@ int RunMount(MountArgs a) {
     auto n = ParseCount(a.handle_cache, "the handle cache");
     if (!n.ok()) return Fail(n.status());
     d.handle_cache = *n;
+  }
+  if (!a.readahead.empty()) {
+    auto n = ParseCount(a.readahead, "the read-ahead");
+    if (!n.ok()) return Fail(n.status());
+    if (*n > 65536)
+      return Fail(Status(Code::kInvalidArgument, "the read-ahead is at most 65536 KiB"));
+    d.readahead_kib = *n;
   }
   if (!a.stats_file.empty()) {
     // The daemon changes to / when it detaches: keep the path absolute.
@@ -206,9 +216,14 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
                     "How many files and directories the kernel forgot stay known, so that file "
                     "handles (open_by_handle_at, NFS export) naming them still open "
                     "(default 32768; each takes about 0.7 KiB)");
+    cmd->add_option("--readahead", a->readahead,
+                    "The kernel's read-ahead for the mount in KiB, which bounds the size of "
+                    "sequential read requests (default 2048; 0 keeps the kernel's 128; set only "
+                    "when mounting as root)");
     cmd->footer(
         "From /etc/fstab: CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=FILE[,OPTIONS] 0 0\n"
-        "(also idle=, stats_file=, handle_cache=, noxattr, noacl, ro and FUSE options such as "
+        "(also idle=, stats_file=, handle_cache=, readahead=, noxattr, noacl, ro and FUSE options "
+        "such as "
         "allow_other).");
     cmd->callback([&action, a] { action = [a] { return RunMount(*a); }; });
   }

@@ -21,6 +21,10 @@ struct DaemonOptions {
   std::string stats_file;        // page-layer counters as JSON, on unmount and on SIGUSR1
   std::chrono::seconds idle{0};  // unmount after this long without requests or open files
   size_t handle_cache = MountOptions::kDefaultHandleCache;  // forgotten nodes kept for handles
+  // The kernel's read-ahead for the mount, in KiB (0: its default of 128 KiB). Set as root only:
+  // it is the mount's backing device's read_ahead_kb in sysfs.
+  size_t readahead_kib = kDefaultReadaheadKib;
+  static constexpr size_t kDefaultReadaheadKib = 2048;
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
 };
 

@@ -100,6 +100,7 @@ struct MountOptions {
   // kernel holds.
   size_t handle_cache = kDefaultHandleCache;
   static constexpr size_t kDefaultHandleCache = 32768;  // about 0.7 KiB each
+  size_t max_readahead = 0;  // bytes the kernel may read ahead (0: what it proposes)
 };
 
 // The node table in numbers (the daemon's stats file).
@@ -192,6 +193,7 @@ class Filesystem {
   // before any other request). With them the kernel checks permissions against the ACLs and
   // leaves the umask and default-ACL inheritance of new entries to the daemon.
   bool wants_acls() const { return options_.acls; }
+  size_t max_readahead() const { return options_.max_readahead; }
   void set_acls(bool on) { acls_.store(on, std::memory_order_relaxed); }
   bool acls() const { return acls_.load(std::memory_order_relaxed); }
 

@@ -107,6 +107,10 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // posix_acl_chmod. The umask must reach the daemon unapplied (FUSE_DONT_MASK): it applies
   // only where no default ACL is inherited.
   auto& fs = *static_cast<Filesystem*>(userdata);
+  // The kernel keeps the smaller of this and the mount's read_ahead_kb, which the daemon raises
+  // before it serves this request (daemon.cc).
+  if (fs.max_readahead() > conn->max_readahead)
+    conn->max_readahead = static_cast<unsigned>(fs.max_readahead());
   constexpr unsigned kAcl = FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
   if (fs.wants_acls() && (conn->capable & kAcl) == kAcl) {
     conn->want |= kAcl;
