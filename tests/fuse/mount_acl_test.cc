@@ -24,6 +24,7 @@
 
 #include "sigilfs/core/names.h"
 #include "test_support/as_nobody.h"
+#include "test_support/daemon_stats.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
 #include "test_support/temp_dir.h"
@@ -394,6 +395,65 @@ TEST_F(MountAclTest, NoxattrMountsHaveNoAcls) {
   ScopedUmask mask(027);
   ASSERT_EQ(::mkdir(vault.path("dir").c_str(), 0777), 0);
   EXPECT_EQ(ModeOf(vault.path("dir")), 0750u);
+}
+
+// Without ACLs, copying tools still set one on every file (the mode as an ACL) and remove every
+// directory's default ACL: an ACL the mode says in full is that mode, removing one finds none,
+// so `cp -a` keeps every mode without a warning (it would chmod after a refusal, one request
+// more per file, and report a refused removal as an error).
+TEST_F(MountAclTest, WithoutAclsAModeAsAnAclIsTheModeAndCopiesKeepModesQuietly) {
+  test::MountedVault vault({"-o", "noacl"});
+  const std::string f = vault.path("file");
+  std::ofstream(f) << "x";
+  // user::r-x group::-w- other::--x
+  EXPECT_EQ(SetRaw(f, kAccess, AclBytes({{0x01, 5, kNoId}, {0x04, 2, kNoId}, {0x20, 1, kNoId}})),
+            0);
+  EXPECT_EQ(ModeOf(f), 0521u);
+  EXPECT_FALSE(HasXattr(f, kAccess));
+  EXPECT_EQ(::removexattr(f.c_str(), kAccess), -1);
+  EXPECT_EQ(errno, ENODATA);
+
+  test::TempDir src;
+  fs::create_directories(src.path() / "t" / "sub");
+  std::ofstream(src.path() / "t" / "a") << "a";
+  std::ofstream(src.path() / "t" / "sub" / "b") << "b";
+  fs::permissions(src.path() / "t" / "a", static_cast<fs::perms>(0640));
+  fs::permissions(src.path() / "t" / "sub", static_cast<fs::perms>(0710));
+  const test::ProcessResult r =
+      test::RunProcess({"/bin/cp", "-a", (src.path() / "t").string(), vault.path("t")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(ModeOf(vault.path("t/a")), 0640u);
+  EXPECT_EQ(ModeOf(vault.path("t/sub")), 0710u);
+  EXPECT_EQ(test::ReadAll(vault.path("t/sub/b")), "b");
+}
+
+// With ACLs checked by the kernel, it fetches a directory's attributes again after every entry
+// made in it (default_permissions needs fresh ones): one request per file created. A mount
+// whose kernel checks no permission keeps ACLs (stored, inherited, shown) without that cost;
+// default_permissions, allow_other or -o acl bring the kernel's checks, and the requests.
+TEST_F(MountAclTest, OnlyMountsThatCheckPermissionsPayAGetattrPerNewFile) {
+  for (const auto& [options, checked] : std::vector<std::pair<std::vector<std::string>, bool>>{
+           {{}, false}, {{"-o", "default_permissions"}, true}, {{"-o", "acl"}, true}}) {
+    test::TempDir out;
+    const std::string stats = (out.path() / "s.json").string();
+    std::vector<std::string> args = options;
+    args.insert(args.end(), {"--stats-file", stats});
+    test::MountedVault vault(args);
+    ASSERT_TRUE(fs::create_directory(vault.path("d")));
+    const long long before = test::StatsCounter(test::RequestStats(vault.pid(), stats), "getattrs");
+    for (int i = 0; i < 40; ++i) std::ofstream(vault.path("d/f" + std::to_string(i))) << i;
+    const long long made =
+        test::StatsCounter(test::RequestStats(vault.pid(), stats), "getattrs") - before;
+    const std::string what = options.empty() ? "(no options)" : options[1];
+    if (checked)
+      EXPECT_GE(made, 40) << what;
+    else
+      EXPECT_LT(made, 10) << what;
+    // ACLs work either way.
+    EXPECT_EQ(SetRaw(vault.path("d/f0"), kAccess, NamedReadAcl(kNobody)), 0) << what;
+    EXPECT_TRUE(HasXattr(vault.path("d/f0"), kAccess)) << what;
+  }
 }
 
 // ACLs are on unless -o noacl turns them off; `user.*` attributes work either way.

@@ -139,11 +139,17 @@ int RunMount(MountArgs a) {
   }
   if (remount) return RunRemount(d.mountpoint, read_only);
   d.read_only = read_only.value_or(false);
-  // POSIX ACLs are on unless turned off (-o noacl): with them the kernel checks permissions
-  // itself (default_permissions) and fetches a directory's attributes again after each change
-  // in it, one round trip per new file; without them `cp -a` falls back to a chmod per file
-  // instead of setting the (equivalent) ACL, so copies cost the same either way (measured).
+  // POSIX ACLs are kept unless turned off (-o noacl). The kernel checks permissions against
+  // them where the mount has it check permissions at all (default_permissions, or allow_other,
+  // where other users come in), or with -o acl; a mount of one user's own files leaves them
+  // unchecked, as it leaves the mode bits, and so spares the kernel fetching a directory's
+  // attributes again after each new entry, one request per file that `cp -a` creates
+  // (docs/design.md, "POSIX ACLs").
   d.acls = acl.value_or(true);
+  const auto has = [&](const char* o) {
+    return std::find(d.fuse_options.begin(), d.fuse_options.end(), o) != d.fuse_options.end();
+  };
+  d.kernel_acls = acl.value_or(has("default_permissions") || has("allow_other"));
   // Before the passphrase is read: no core dump of this process, and no reading of its memory
   // by other processes of the same user. The keys themselves are in locked, undumpable memory,
   // but OpenSSL keeps each file's AES key schedule (which begins with the key) in its own heap.
@@ -204,7 +210,8 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
     cmd->add_option(
         "-o", a->options,
         "Mount options: ro, noxattr (no extended attributes: faster small writes), noacl (no POSIX "
-        "ACLs: extended attributes only), allow_other, "
+        "ACLs: extended attributes only), acl (the kernel checks permissions against ACLs, as it "
+        "does with default_permissions or allow_other), allow_other, "
         "default_permissions, and other FUSE options; remount,ro or remount,rw on a mounted "
         "vault (root) switches it as `mount -o remount,ro` does");
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");

@@ -56,7 +56,8 @@ void WriteStats(Filesystem& fs, const std::string& path) {
   const NodeStats nodes = fs.node_stats();
   json += "\n  \"nodes\": " + std::to_string(nodes.nodes) +
           ",\n  \"nodes_remembered\": " + std::to_string(nodes.remembered) +
-          ",\n  \"handle_lookups\": " + std::to_string(nodes.handle_lookups) + "\n}\n";
+          ",\n  \"handle_lookups\": " + std::to_string(nodes.handle_lookups) +
+          ",\n  \"getattrs\": " + std::to_string(nodes.getattrs) + "\n}\n";
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "we");
   if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() ||
@@ -194,6 +195,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   // ACLs are extended attributes to the kernel, stored as `user.*` ones: offered only where the
   // backing filesystem keeps those, or every permission check of the kernel would fail.
   fs_options.acls = o.xattrs && o.acls && KeepsUserXattrs(volume->root_fd());
+  fs_options.kernel_acls = fs_options.acls && o.kernel_acls;
   Filesystem fs(std::move(volume), fs_options);
 
   fuse_session* se = fuse_session_new(&args, &Operations(o.xattrs), sizeof(fuse_lowlevel_ops), &fs);

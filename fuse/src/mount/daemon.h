@@ -16,8 +16,10 @@ struct DaemonOptions {
   bool foreground = false;
   bool read_only = false;
   bool xattrs = true;  // `user.*` extended attributes (-o noxattr: off, for faster small writes)
-  bool acls =
-      true;  // POSIX ACLs, where extended attributes are on and the backing store keeps them
+  // POSIX ACLs, where extended attributes are on and the backing store keeps them: stored,
+  // inherited and shown; with kernel_acls also checked by the kernel.
+  bool acls = true;
+  bool kernel_acls = false;
   std::string stats_file;        // page-layer counters as JSON, on unmount and on SIGUSR1
   std::chrono::seconds idle{0};  // unmount after this long without requests or open files
   size_t handle_cache = MountOptions::kDefaultHandleCache;  // forgotten nodes kept for handles

@@ -172,7 +172,8 @@ void Filesystem::UnrememberLocked(Inode& node) {
 NodeStats Filesystem::node_stats() const {
   std::lock_guard lock(table_mu_);
   return {table_.size() + orphans_.size(), forgotten_.size(),
-          handle_lookups_.load(std::memory_order_relaxed)};
+          handle_lookups_.load(std::memory_order_relaxed),
+          getattrs_.load(std::memory_order_relaxed)};
 }
 
 void Filesystem::DropLocked(std::shared_ptr<Inode> node,
@@ -221,7 +222,7 @@ std::string Filesystem::PathLocked(const Inode& inode) const {
   return path.empty() ? "." : path;
 }
 
-Result<int> Filesystem::OpenInode(const Inode& inode, int flags) const {
+Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st_out) const {
   Inode& node = const_cast<Inode&>(inode);
   // A node is reached by path, so a name that went stale (its entry replaced behind our back)
   // would silently resolve to another object: check that what was opened is this node's
@@ -238,8 +239,10 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags) const {
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP) return Errno("open");
     struct stat st;
     if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_dev == inode.key_dev &&
-        st.st_ino == inode.key_ino)
+        st.st_ino == inode.key_ino) {
+      if (st_out != nullptr) *st_out = st;
       return fd;
+    }
     if (fd >= 0) ::close(fd);
     if (&inode == root_.get()) return Status(Code::kIoError, "the cipher root moved");
     std::lock_guard lock(node.name_mu);
@@ -281,8 +284,7 @@ Filesystem::Place::~Place() {
 
 Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& name) {
   Place at;
-  SIGILFS_ASSIGN_OR_RETURN(at.dirfd, OpenInode(dir, O_PATH | O_DIRECTORY));
-  if (::fstat(at.dirfd, &at.dir) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(at.dirfd, OpenInode(dir, O_PATH | O_DIRECTORY, &at.dir));
   SIGILFS_ASSIGN_OR_RETURN(at.iv, DirIvOf(dir, at.dirfd));
   SIGILFS_ASSIGN_OR_RETURN(at.stored, volume_->StoredName(at.iv, name));
   return at;
@@ -486,9 +488,8 @@ Result<struct stat> Filesystem::DoGetattr(Inode& inode) {
     }
   }
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
   Fd fd(raw);
-  if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return Errno("stat");
   return Translate(st, fd.get(), "", &inode);
 }
 
@@ -819,10 +820,9 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   auto parsed = acl::Parse(value);
   if (!parsed.ok()) return parsed.status();
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Errno("stat");
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
+  Fd fd(raw);
   const std::string path = ProcPath(fd.get());
   const mode_t current = st.st_mode & 07777;
   const std::vector<uint8_t> bytes = acl::Serialize(*parsed);
@@ -840,6 +840,11 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   if (DebugOps())
     Log("op setacl ino=%llu mode %o -> %o equivalent=%d", (unsigned long long)st.st_ino, current,
         mode, equivalent ? 1 : 0);
+  if (!acls()) {
+    if (!equivalent) return Status::FromErrno(EOPNOTSUPP, "ACLs are off (-o acl)");
+    if (mode != current && ::chmod(path.c_str(), mode) != 0) return Errno("chmod");
+    return Status::Ok();
+  }
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
     // The backing filesystem keeps no `user.*` attributes on special files: only what the mode
     // can say is possible there.
@@ -894,7 +899,10 @@ Status Filesystem::FinishNew(const std::string& path, const NewModes& modes) {
 Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags,
                               const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "setxattr");
-  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
+  // Without ACLs, an access ACL that says no more than a mode is taken as that mode: `cp -a`,
+  // `rsync -A` and `tar --acls` set one on every file they copy, and on a refusal fall back to
+  // a chmod, one more round trip per file. Others are refused as the namespace is.
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls() || name == kAccessAcl));
   if (acl::IsAclName(name)) {
     if (S_ISLNK(inode.type)) return Status::FromErrno(EOPNOTSUPP, "ACL on a symlink");
     return SetAcl(inode, name, value, flags, caller);
@@ -969,15 +977,17 @@ Result<std::string> Filesystem::DoListxattr(Inode& inode) {
 
 Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "removexattr");
+  // Without ACLs none is ever stored: removing one finds nothing, which copying tools (`cp -a`
+  // on a directory removes its default ACL) take as done, where a refusal is an error to them.
+  if (!acls() && acl::IsAclName(name)) return Status::FromErrno(ENODATA, "no ACL (-o acl)");
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "removexattr");
   if (acl::IsAclName(name)) {
     // As on ext4, removing an ACL that is not there is no error (and changes no mode).
     std::shared_lock tree(tree_mu_);
-    SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-    Fd fd(raw);
     struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return Errno("stat");
+    SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
+    Fd fd(raw);
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return Status::Ok();  // never stored
     return StoreAcl(ProcPath(fd.get()), name, nullptr, 0, st.st_mode & 07777);
   }

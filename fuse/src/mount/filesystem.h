@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -72,10 +73,15 @@ struct Entry {
 struct Caller {
   uid_t uid = 0;
   gid_t gid = 0;
-  mode_t umask = 0;           // create, mkdir, mknod: applied here unless a default ACL is
-  std::vector<gid_t> groups;  // supplementary groups, filled only where a rule needs them
+  mode_t umask = 0;  // create, mkdir, mknod: applied here unless a default ACL is
+  // Supplementary groups, where a rule may need them: asked for only when it does (libfuse
+  // reads them from /proc, two reads of a file per call).
+  std::function<std::vector<gid_t>()> groups;
   bool InGroup(gid_t g) const {
-    return uid == 0 || gid == g || std::find(groups.begin(), groups.end(), g) != groups.end();
+    if (uid == 0 || gid == g) return true;
+    if (!groups) return false;
+    const std::vector<gid_t> list = groups();
+    return std::find(list.begin(), list.end(), g) != list.end();
   }
 };
 
@@ -93,8 +99,9 @@ enum SetattrBits : int {
 
 struct MountOptions {
   bool read_only = false;
-  bool set_owner = false;  // chown new files to the caller (root daemon serving other users)
-  bool acls = false;       // offer POSIX ACLs to the kernel (needs extended attributes)
+  bool set_owner = false;    // chown new files to the caller (root daemon serving other users)
+  bool acls = false;         // keep POSIX ACLs (needs extended attributes)
+  bool kernel_acls = false;  // and have the kernel check permissions against them
   // How many nodes the kernel forgot stay known, most recently forgotten first, so that file
   // handles (open_by_handle_at, NFS export) naming them still open. 0: only the nodes the
   // kernel holds.
@@ -108,6 +115,7 @@ struct NodeStats {
   uint64_t nodes = 0;           // nodes the daemon knows, the kernel's and remembered ones
   uint64_t remembered = 0;      // nodes the kernel forgot, kept for file handles
   uint64_t handle_lookups = 0;  // handles the kernel asked about (it forgot their node), stale too
+  uint64_t getattrs = 0;        // GETATTR requests (the kernel's attribute cache missed)
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
@@ -189,10 +197,13 @@ class Filesystem {
   Result<std::unique_ptr<DirHandle>> DoOpendir(Inode& inode);
   core::Volume& volume() { return *volume_; }
 
-  // POSIX ACLs: asked for (MountOptions::acls), and whether the kernel took them (set in init,
-  // before any other request). With them the kernel checks permissions against the ACLs and
-  // leaves the umask and default-ACL inheritance of new entries to the daemon.
+  // POSIX ACLs: asked for (MountOptions::acls), and whether the kernel took what they need (set
+  // in init, before any other request): the umask left to the daemon, which applies it only
+  // where no default ACL is inherited. With kernel_acls the kernel also checks permissions
+  // against them.
   bool wants_acls() const { return options_.acls; }
+  bool wants_kernel_acls() const { return options_.kernel_acls; }
+  void CountGetattr() { getattrs_.fetch_add(1, std::memory_order_relaxed); }
   size_t max_readahead() const { return options_.max_readahead; }
   void set_acls(bool on) { acls_.store(on, std::memory_order_relaxed); }
   bool acls() const { return acls_.load(std::memory_order_relaxed); }
@@ -226,8 +237,9 @@ class Filesystem {
   };
   Result<Place> Resolve(Inode& dir, const std::string& name);  // REQUIRES tree_mu_
 
-  std::string PathLocked(const Inode& inode) const;            // REQUIRES tree_mu_ (shared)
-  Result<int> OpenInode(const Inode& inode, int flags) const;  // REQUIRES tree_mu_ (shared)
+  std::string PathLocked(const Inode& inode) const;  // REQUIRES tree_mu_ (shared)
+  // REQUIRES tree_mu_ (shared). `st`, if given, gets the opened object's attributes.
+  Result<int> OpenInode(const Inode& inode, int flags, struct stat* st = nullptr) const;
   Result<core::DirIv> DirIvOf(Inode& dir, int dirfd);
   Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
                                         const std::string& stored);
@@ -299,6 +311,7 @@ class Filesystem {
   std::list<Inode*> forgotten_;   // GUARDED_BY(table_mu_)
   uint32_t next_generation_ = 1;  // GUARDED_BY(table_mu_); starts at random per mount
   std::atomic<uint64_t> handle_lookups_{0};
+  std::atomic<uint64_t> getattrs_{0};
 
   std::atomic<std::chrono::steady_clock::rep> last_activity_ns_{
       std::chrono::steady_clock::now().time_since_epoch().count()};

@@ -51,20 +51,22 @@ Caller CallerOf(fuse_req_t req) {
   return caller;
 }
 
-// The caller with its supplementary groups (libfuse reads them from /proc: only where needed).
+// The caller with its supplementary groups, read (by libfuse, from /proc) only if a rule asks.
+// REQUIRES the result be used within the request.
 Caller CallerWithGroups(fuse_req_t req) {
   Caller caller = CallerOf(req);
-  std::vector<gid_t> groups(32);
-  for (;;) {
-    const int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-    if (n < 0) break;  // unknown: only uid and gid count
-    if (static_cast<size_t>(n) <= groups.size()) {
+  caller.groups = [req] {
+    std::vector<gid_t> groups(32);
+    for (;;) {
+      const int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+      if (n < 0) return std::vector<gid_t>();  // unknown: only uid and gid count
+      if (static_cast<size_t>(n) <= groups.size()) {
+        groups.resize(static_cast<size_t>(n));
+        return groups;
+      }
       groups.resize(static_cast<size_t>(n));
-      caller.groups = std::move(groups);
-      break;
     }
-    groups.resize(static_cast<size_t>(n));
-  }
+  };
   return caller;
 }
 
@@ -102,18 +104,24 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // File handles (open_by_handle_at, NFS export) of nodes the kernel forgot: it asks for them
   // as LOOKUP(node id, "."), and for a directory's parent as LOOKUP(node id, "..").
   if ((conn->capable & FUSE_CAP_EXPORT_SUPPORT) != 0) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
-  // POSIX ACLs: the kernel then checks permissions against them (it turns default_permissions
-  // on), caches them, and leaves to the daemon what ext4 does in posix_acl_create and
-  // posix_acl_chmod. The umask must reach the daemon unapplied (FUSE_DONT_MASK): it applies
-  // only where no default ACL is inherited.
   auto& fs = *static_cast<Filesystem*>(userdata);
   // The kernel keeps the smaller of this and the mount's read_ahead_kb, which the daemon raises
   // before it serves this request (daemon.cc).
   if (fs.max_readahead() > conn->max_readahead)
     conn->max_readahead = static_cast<unsigned>(fs.max_readahead());
-  constexpr unsigned kAcl = FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
-  if (fs.wants_acls() && (conn->capable & kAcl) == kAcl) {
-    conn->want |= kAcl;
+  // POSIX ACLs. The daemon keeps them (sealed attributes), gives new entries their inherited
+  // ones and makes the mode follow them, as ext4 does in posix_acl_create, posix_acl_chmod and
+  // posix_acl_update_mode; the umask must reach it unapplied (FUSE_DONT_MASK), since it applies
+  // only where no default ACL is inherited. Without FUSE_CAP_POSIX_ACL the kernel passes ACL
+  // attributes through and checks no permission against them; with it the kernel checks
+  // permissions against them itself (it turns default_permissions on) and caches them, and then
+  // fetches a directory's attributes again after each change in it: a GETATTR per file created,
+  // one request in nine for `cp -a`. So the kernel takes them only where it checks
+  // permissions at all (MountOptions::kernel_acls).
+  if (fs.wants_acls() && (conn->capable & FUSE_CAP_DONT_MASK) != 0) {
+    conn->want |= FUSE_CAP_DONT_MASK;
+    if (fs.wants_kernel_acls() && (conn->capable & FUSE_CAP_POSIX_ACL) != 0)
+      conn->want |= FUSE_CAP_POSIX_ACL;
     fs.set_acls(true);
   }
 }
@@ -140,6 +148,7 @@ void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Fs(req).CountGetattr();
   ReplyAttr(req, Fs(req).DoGetattr(*InodeOf(req, ino)));
 }
 
