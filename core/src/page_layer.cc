@@ -958,8 +958,9 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
   // Units are not page-sized, so a run's ends fall inside pages of the cipher file, and a write
   // that covers part of a page the backing filesystem has not cached makes it read that page
   // first, synchronously. Where such a page holds stored bytes, ask for it now, so it is read
-  // while the run is sealed; and ask for the page where a run of the same length would end
-  // next, so that a sequential writer's next write-back finds its edge read already. (Uncached
+  // while the run is sealed; and, for a long run (a large write, or a batch of sequential
+  // small ones), ask for the page where a run of the same length would end next, so that a
+  // sequential writer's next write-back finds its edge read already. (Uncached
   // overwrites through the mount ran at 0.75x the first write's speed, paying a disk read per
   // request; about 1.0x with this and the carry below.)
   const uint64_t stored_end = g.CipherSize(old_disk_size);
@@ -975,7 +976,8 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     const uint64_t end = g.UnitOffset(last.index) + last.len + g.overhead();
     prefetch_edge(begin);
     prefetch_edge(end);
-    prefetch_edge(end + (end - begin));
+    if (last.index - items[pieces[p].first].index + 1 >= kDirectMinPages)
+      prefetch_edge(end + (end - begin));
     p = q;
   }
   // The sealed units of a run lie back to back in `cipher`, so the file offset of any byte of a
