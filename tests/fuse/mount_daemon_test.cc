@@ -125,6 +125,26 @@ TEST(MountDaemonTest, MountSyntaxWithOptionsInDashO) {
   EXPECT_TRUE(WaitFor([&] { return !IsFuseMount(vault.plain()); }, std::chrono::seconds(8)));
 }
 
+// The daemon clears set-ID bits itself (FUSE_HANDLE_KILLPRIV_V2), so the kernel asks for a
+// file's security.capability once, not before every write: a round trip per write(2) saved.
+TEST(MountDaemonTest, WritesDoNotAskForSecurityAttributesEachTime) {
+  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  test::TempDir out;
+  const std::string stats = (out.path() / "s.json").string();
+  test::MountedVault vault({"--stats-file", stats});
+  const long long before = test::StatsCounter(test::RequestStats(vault.pid(), stats), "getxattrs");
+  {
+    const int fd = ::open(vault.path("f").c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; i < 200; ++i) ASSERT_EQ(::write(fd, "0123456789", 10), 10);
+    ::close(fd);
+  }
+  const long long asked =
+      test::StatsCounter(test::RequestStats(vault.pid(), stats), "getxattrs") - before;
+  EXPECT_LE(asked, 2) << "200 writes";
+  EXPECT_EQ(test::ReadAll(vault.path("f")).size(), 2000u);
+}
+
 // The kernel's read-ahead for the mount (its backing device's read_ahead_kb), in KiB.
 std::string MountReadahead(const std::string& mountpoint) {
   struct stat st;

@@ -89,6 +89,48 @@ TEST_F(MountPermissionsTest, AWriteByANonOwnerClearsSetuidAndSetgid) {
   EXPECT_EQ(st.st_mode & 07777, 0777u);
 }
 
+// The kernel leaves clearing set-ID bits to the daemon (FUSE_HANDLE_KILLPRIV_V2, so that it
+// need not ask for security.capability before every write): a truncate and an O_TRUNC open by a
+// caller without CAP_FSETID clear set-user-ID, and set-group-ID where the group may execute;
+// set-group-ID without group execute (mandatory locking's mark) stays, and root's writes clear
+// nothing, as on ext4.
+TEST_F(MountPermissionsTest, TruncatesByANonOwnerClearSetIdBitsAsTheKernelWould) {
+  struct Case {
+    mode_t before, after;
+    bool open_truncates;  // O_TRUNC rather than ftruncate
+  };
+  for (const Case& c : {Case{06777, 0777, false}, Case{06777, 0777, true},
+                        Case{02767, 02767, false}, Case{04766, 0766, true}}) {
+    const std::string f = vault_->path("t");
+    std::ofstream(f) << "data";
+    ASSERT_EQ(::chmod(f.c_str(), c.before), 0);
+    ASSERT_EQ(AsNobody([&] {
+                const int fd = ::open(f.c_str(), O_WRONLY | (c.open_truncates ? O_TRUNC : 0));
+                if (fd < 0) return errno;
+                const int rc = c.open_truncates ? 0 : ErrnoOf(::ftruncate(fd, 1));
+                ::close(fd);
+                return rc;
+              }),
+              0);
+    struct stat st;
+    ASSERT_EQ(::stat(f.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, c.after) << std::oct << c.before << " " << c.open_truncates;
+    ASSERT_EQ(::unlink(f.c_str()), 0);
+  }
+  // Root keeps them (CAP_FSETID).
+  const std::string f = vault_->path("root");
+  std::ofstream(f) << "x";
+  ASSERT_EQ(::chmod(f.c_str(), 06755), 0);
+  const int fd = ::open(f.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "y", 1), 1);
+  ASSERT_EQ(::ftruncate(fd, 1), 0);
+  ::close(fd);
+  struct stat st;
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 06755u);
+}
+
 TEST_F(MountPermissionsTest, ModesAreEnforcedForOtherUsers) {
   const std::string secret = vault_->path("secret"), priv = vault_->path("private");
   std::ofstream(secret) << "for root";

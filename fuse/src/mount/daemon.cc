@@ -19,6 +19,7 @@
 #include <system_error>
 #include <thread>
 
+#include "device_io.h"
 #include "filesystem.h"
 #include "log.h"
 #include "lowlevel.h"
@@ -57,7 +58,8 @@ void WriteStats(Filesystem& fs, const std::string& path) {
   json += "\n  \"nodes\": " + std::to_string(nodes.nodes) +
           ",\n  \"nodes_remembered\": " + std::to_string(nodes.remembered) +
           ",\n  \"handle_lookups\": " + std::to_string(nodes.handle_lookups) +
-          ",\n  \"getattrs\": " + std::to_string(nodes.getattrs) + "\n}\n";
+          ",\n  \"getattrs\": " + std::to_string(nodes.getattrs) +
+          ",\n  \"getxattrs\": " + std::to_string(nodes.getxattrs) + "\n}\n";
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "we");
   if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() ||
@@ -216,6 +218,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   } else {
     if (o.readahead_kib > 0 && !real_mountpoint.empty())
       SetReadahead(real_mountpoint, o.readahead_kib);
+    if (!TakeOverDeviceIo(se)) Log("device I/O: libfuse refused; set-ID bits left to the kernel");
     if (!o.foreground) LogToSyslog();
     if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
       std::fprintf(stderr, "sigilfs: cannot daemonize\n");

@@ -173,7 +173,7 @@ NodeStats Filesystem::node_stats() const {
   std::lock_guard lock(table_mu_);
   return {table_.size() + orphans_.size(), forgotten_.size(),
           handle_lookups_.load(std::memory_order_relaxed),
-          getattrs_.load(std::memory_order_relaxed)};
+          getattrs_.load(std::memory_order_relaxed), getxattrs_.load(std::memory_order_relaxed)};
 }
 
 void Filesystem::DropLocked(std::shared_ptr<Inode> node,
@@ -673,6 +673,18 @@ Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& 
   if (append) return c->Write(c->size(), source, length);  // appenders serialize on inode.mu
   lock.unlock();
   return c->Write(offset, source, length);
+}
+
+Result<bool> Filesystem::ClearSetId(Inode& inode) {
+  if (!S_ISREG(inode.type)) return false;
+  std::shared_lock tree(tree_mu_);
+  struct stat st;
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
+  Fd fd(raw);
+  const mode_t mode = WithoutSetId(st.st_mode & 07777);
+  if (mode == (st.st_mode & 07777)) return false;
+  if (::chmod(ProcPath(fd.get()).c_str(), mode) != 0) return Errno("chmod");
+  return true;
 }
 
 Status Filesystem::DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t length) {

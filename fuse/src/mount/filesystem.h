@@ -116,6 +116,7 @@ struct NodeStats {
   uint64_t remembered = 0;      // nodes the kernel forgot, kept for file handles
   uint64_t handle_lookups = 0;  // handles the kernel asked about (it forgot their node), stale too
   uint64_t getattrs = 0;        // GETATTR requests (the kernel's attribute cache missed)
+  uint64_t getxattrs = 0;       // GETXATTR requests
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
@@ -168,6 +169,16 @@ class Filesystem {
   Status DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t length);
   Result<uint64_t> DoSeekData(Inode& inode, uint64_t offset, bool data);
   Status DoFlush(Inode& inode);
+  // Clears set-user-ID, and set-group-ID where the group may execute, as a write, truncate or
+  // O_TRUNC open by a caller without CAP_FSETID must (the kernel leaves it to the daemon under
+  // FUSE_HANDLE_KILLPRIV_V2). True if the mode changed.
+  Result<bool> ClearSetId(Inode& inode);
+  // `mode` as ClearSetId leaves it.
+  static mode_t WithoutSetId(mode_t mode) {
+    mode &= ~static_cast<mode_t>(S_ISUID);
+    if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) mode &= ~static_cast<mode_t>(S_ISGID);
+    return mode;
+  }
   Status DoFsync(Inode& inode, bool datasync);
   Status DoRelease(Inode& inode, bool writer);
 
@@ -204,6 +215,7 @@ class Filesystem {
   bool wants_acls() const { return options_.acls; }
   bool wants_kernel_acls() const { return options_.kernel_acls; }
   void CountGetattr() { getattrs_.fetch_add(1, std::memory_order_relaxed); }
+  void CountGetxattr() { getxattrs_.fetch_add(1, std::memory_order_relaxed); }
   size_t max_readahead() const { return options_.max_readahead; }
   void set_acls(bool on) { acls_.store(on, std::memory_order_relaxed); }
   bool acls() const { return acls_.load(std::memory_order_relaxed); }
@@ -312,6 +324,7 @@ class Filesystem {
   uint32_t next_generation_ = 1;  // GUARDED_BY(table_mu_); starts at random per mount
   std::atomic<uint64_t> handle_lookups_{0};
   std::atomic<uint64_t> getattrs_{0};
+  std::atomic<uint64_t> getxattrs_{0};
 
   std::atomic<std::chrono::steady_clock::rep> last_activity_ns_{
       std::chrono::steady_clock::now().time_since_epoch().count()};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "acl.h"
+#include "device_io.h"
 #include "filesystem.h"
 #include "log.h"
 #include "sigilfs/core/source.h"
@@ -96,6 +97,21 @@ void ReplyAttr(fuse_req_t req, Result<struct stat> r) {
 
 void ReplyStatus(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() ? 0 : ErrnoFor(s)); }
 
+// A write, truncate or O_TRUNC open the kernel flagged (device_io.h): clear set-ID bits, and
+// make the kernel drop the mode it caches, which would otherwise still say set-user-ID to an
+// exec of the changed file for up to a second. Attributes only (offset -1): no page is touched,
+// so this is safe before the reply.
+void ClearSetIdIfAsked(fuse_req_t req, fuse_ino_t ino, Inode& inode) {
+  if (!RequestClearsSetId()) return;
+  auto changed = Fs(req).ClearSetId(inode);
+  if (!changed.ok()) {
+    Log("clearing set-ID bits: %s", changed.status().ToString().c_str());
+    return;
+  }
+  fuse_session* se = g_session.load();
+  if (*changed && se != nullptr) fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+}
+
 void Init(void* userdata, fuse_conn_info* conn) {
   // Request data arrives in memory (not through a pipe), so large writes are sealed straight
   // from the request buffer without a copy.
@@ -153,7 +169,9 @@ void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 }
 
 void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
-  ReplyAttr(req, Fs(req).DoSetattr(*InodeOf(req, ino), *attr, to_set));
+  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
+  if ((to_set & FUSE_SET_ATTR_SIZE) != 0) ClearSetIdIfAsked(req, ino, *inode);
+  ReplyAttr(req, Fs(req).DoSetattr(*inode, *attr, to_set));
 }
 
 void Readlink(fuse_req_t req, fuse_ino_t ino) {
@@ -195,6 +213,7 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Status s = Fs(req).DoOpen(*InodeOf(req, ino), fi->flags);
   if (!s.ok()) return ReplyError(req, s);
+  if ((fi->flags & O_TRUNC) != 0) ClearSetIdIfAsked(req, ino, *InodeOf(req, ino));
   // All changes reach the kernel's page cache through this mount, so it stays valid.
   fi->keep_cache = 1;
   if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*InodeOf(req, ino), Writer(fi));
@@ -203,6 +222,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   auto r = Fs(req).DoCreate(*InodeOf(req, parent), name, mode, fi->flags, CallerOf(req));
   if (!r.ok()) return ReplyError(req, r.status());
+  if ((fi->flags & O_TRUNC) != 0 && RequestClearsSetId()) {
+    auto changed = Fs(req).ClearSetId(*r->inode);  // an existing file, opened with O_TRUNC
+    if (changed.ok() && *changed) r->attr.st_mode = Filesystem::WithoutSetId(r->attr.st_mode);
+  }
   const fuse_entry_param e = EntryParam(req, *r);
   fi->keep_cache = 1;
   if (fuse_reply_create(req, &e, fi) != 0) {
@@ -246,9 +269,11 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, f
     iov.push_back({copy.data(), static_cast<size_t>(got)});
   }
   core::IovecSource source(iov);
-  auto n = Fs(req).DoWrite(*InodeOf(req, ino), static_cast<uint64_t>(offset), source, length,
+  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
+  auto n = Fs(req).DoWrite(*inode, static_cast<uint64_t>(offset), source, length,
                            (fi->flags & O_APPEND) != 0);
   if (!n.ok()) return ReplyError(req, n.status());
+  ClearSetIdIfAsked(req, ino, *inode);
   fuse_reply_write(req, *n);
 }
 
@@ -374,6 +399,7 @@ void ReplySized(fuse_req_t req, const void* data, size_t length, size_t size) {
 }
 
 void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Fs(req).CountGetxattr();
   auto value = Fs(req).DoGetxattr(*InodeOf(req, ino), name);
   if (!value.ok()) return ReplyError(req, value.status());
   ReplySized(req, value->data(), value->size(), size);

@@ -1,0 +1,104 @@
+// The daemon's reads and writes of the FUSE device: FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14.
+#include "device_io.h"
+
+#include <linux/fuse.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace sigilfs::fuse {
+namespace {
+
+// INIT, as the kernel sent it: which request to amend the reply of, and whether it may be.
+std::atomic<uint64_t> g_init_unique{0};
+std::atomic<bool> g_offered{false};
+std::atomic<bool> g_taken{false};
+
+// Set by Read for the request this thread goes on to serve (libfuse reads a request and runs
+// its handler on the same thread).
+thread_local bool t_clears_set_id = false;
+
+template <typename T>
+bool Arg(const void* buf, ssize_t n, T* out) {
+  if (n < static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(T))) return false;
+  std::memcpy(out, static_cast<const char*>(buf) + sizeof(fuse_in_header), sizeof(T));
+  return true;
+}
+
+ssize_t Read(int fd, void* buf, size_t len, void*) {
+  const ssize_t n = ::read(fd, buf, len);
+  t_clears_set_id = false;
+  if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) return n;
+  fuse_in_header in;
+  std::memcpy(&in, buf, sizeof in);
+  switch (in.opcode) {
+    case FUSE_INIT: {
+      // major, minor, max_readahead, flags: the fields every protocol version has.
+      uint32_t head[4];
+      if (n >= static_cast<ssize_t>(sizeof in + sizeof head)) {
+        std::memcpy(head, static_cast<const char*>(buf) + sizeof in, sizeof head);
+        g_offered.store((head[3] & FUSE_HANDLE_KILLPRIV_V2) != 0);
+        g_init_unique.store(in.unique);
+      }
+      break;
+    }
+    case FUSE_WRITE: {
+      fuse_write_in w;
+      t_clears_set_id = Arg(buf, n, &w) && (w.write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+      break;
+    }
+    case FUSE_SETATTR: {
+      fuse_setattr_in s;
+      t_clears_set_id = Arg(buf, n, &s) && (s.valid & FATTR_KILL_SUIDGID) != 0;
+      break;
+    }
+    case FUSE_OPEN: {
+      fuse_open_in o;
+      t_clears_set_id = Arg(buf, n, &o) && (o.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
+      break;
+    }
+    case FUSE_CREATE: {
+      fuse_create_in c;
+      t_clears_set_id = Arg(buf, n, &c) && (c.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
+      break;
+    }
+    default:
+      break;
+  }
+  return n;
+}
+
+ssize_t Writev(int fd, iovec* iov, int count, void*) {
+  const uint64_t init = g_init_unique.load();
+  if (init != 0 && count >= 2 && iov[0].iov_len >= sizeof(fuse_out_header) &&
+      iov[1].iov_len >= 4 * sizeof(uint32_t)) {
+    fuse_out_header out;
+    std::memcpy(&out, iov[0].iov_base, sizeof out);
+    if (out.unique == init && out.error == 0) {
+      g_init_unique.store(0);
+      if (g_offered.load()) {
+        // fuse_init_out: major, minor, max_readahead, flags, ...
+        auto* words = static_cast<uint32_t*>(iov[1].iov_base);
+        words[3] |= FUSE_HANDLE_KILLPRIV_V2;
+        g_taken.store(true);
+      }
+    }
+  }
+  return ::writev(fd, iov, count);
+}
+
+}  // namespace
+
+bool TakeOverDeviceIo(fuse_session* se) {
+  static const fuse_custom_io io = {Writev, Read, nullptr, nullptr};
+  return fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
+}
+
+bool DaemonClearsSetId() { return g_taken.load(std::memory_order_relaxed); }
+
+bool RequestClearsSetId() { return t_clears_set_id; }
+
+}  // namespace sigilfs::fuse

@@ -1,0 +1,25 @@
+// The daemon's reads and writes of the FUSE device, for what libfuse 3.14 cannot negotiate:
+// clearing set-ID bits in the daemon (FUSE_HANDLE_KILLPRIV_V2).
+#pragma once
+
+#include "lowlevel.h"
+
+namespace sigilfs::fuse {
+
+// Makes `se` (mounted, its loop not started) read and write the device itself: the reply to the
+// kernel's INIT then also takes FUSE_HANDLE_KILLPRIV_V2 where the kernel offers it. With it the
+// kernel no longer asks for `security.capability` before every write (a round trip per
+// write(2): half of a 4 KiB write's time), and leaves clearing set-user-ID and set-group-ID on
+// write, truncate and O_TRUNC to the daemon, flagging the requests that need it (see
+// RequestClearsSetId). Returns false, changing nothing, if libfuse refuses.
+bool TakeOverDeviceIo(fuse_session* se);
+
+// Whether the kernel took FUSE_HANDLE_KILLPRIV_V2 (known once INIT is answered).
+bool DaemonClearsSetId();
+
+// Whether the request this thread is serving is a write, a truncate or an O_TRUNC open by a
+// caller without CAP_FSETID, after which set-user-ID, and set-group-ID where the group may
+// execute, must be cleared (as the kernel's file_remove_privs and should_remove_suid do).
+bool RequestClearsSetId();
+
+}  // namespace sigilfs::fuse
