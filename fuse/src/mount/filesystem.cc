@@ -677,6 +677,19 @@ Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& 
 
 Result<bool> Filesystem::ClearSetId(Inode& inode) {
   if (!S_ISREG(inode.type)) return false;
+  {
+    // An open file (every write's): its descriptor, without walking the path. Writes by callers
+    // without CAP_FSETID all come here.
+    std::lock_guard lock(inode.mu);
+    if (inode.stat_fd >= 0) {
+      struct stat st;
+      if (::fstat(inode.stat_fd, &st) != 0) return Errno("stat");
+      const mode_t mode = WithoutSetId(st.st_mode & 07777);
+      if (mode == (st.st_mode & 07777)) return false;
+      if (::fchmod(inode.stat_fd, mode) != 0) return Errno("chmod");
+      return true;
+    }
+  }
   std::shared_lock tree(tree_mu_);
   struct stat st;
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
