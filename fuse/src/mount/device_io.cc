@@ -15,7 +15,6 @@ namespace {
 // INIT, as the kernel sent it: which request to amend the reply of, and whether it may be.
 std::atomic<uint64_t> g_init_unique{0};
 std::atomic<bool> g_offered{false};
-std::atomic<bool> g_taken{false};
 
 // Set by Read for the request this thread goes on to serve (libfuse reads a request and runs
 // its handler on the same thread).
@@ -83,7 +82,6 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
         // fuse_init_out: major, minor, max_readahead, flags, ...
         auto* words = static_cast<uint32_t*>(iov[1].iov_base);
         words[3] |= FUSE_HANDLE_KILLPRIV_V2;
-        g_taken.store(true);
       }
     }
   }
@@ -96,8 +94,6 @@ bool TakeOverDeviceIo(fuse_session* se) {
   static const fuse_custom_io io = {Writev, Read, nullptr, nullptr};
   return fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
 }
-
-bool DaemonClearsSetId() { return g_taken.load(std::memory_order_relaxed); }
 
 bool RequestClearsSetId() { return t_clears_set_id; }
 

@@ -14,12 +14,10 @@ namespace sigilfs::fuse {
 // RequestClearsSetId). Returns false, changing nothing, if libfuse refuses.
 bool TakeOverDeviceIo(fuse_session* se);
 
-// Whether the kernel took FUSE_HANDLE_KILLPRIV_V2 (known once INIT is answered).
-bool DaemonClearsSetId();
-
 // Whether the request this thread is serving is a write, a truncate or an O_TRUNC open by a
 // caller without CAP_FSETID, after which set-user-ID, and set-group-ID where the group may
-// execute, must be cleared (as the kernel's file_remove_privs and should_remove_suid do).
+// execute, must be cleared (as the kernel's file_remove_privs and should_remove_suid do). The
+// kernel flags requests so only once it took FUSE_HANDLE_KILLPRIV_V2.
 bool RequestClearsSetId();
 
 }  // namespace sigilfs::fuse
