@@ -942,6 +942,19 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
   }
   // Pieces: each contiguous run cut into even pieces of at least kPiecePages pages, each sealed
   // by one thread; the writer below writes them in file order.
+  // Units are not page-sized, so a run's ends fall inside pages of the cipher file, and a write
+  // that covers part of a page the backing filesystem has not cached makes it read that page
+  // first, synchronously. Where such a page holds stored bytes, ask for it now, so it is read
+  // while the run is sealed; and, for a long run (a large write, or a batch of sequential
+  // small ones), ask for the page where a run of the same length would end next, so that a
+  // sequential writer's next write-back finds its edge read already. (Uncached overwrites
+  // through the mount ran at 0.75x the first write's speed, paying a disk read per request;
+  // about 1.0x with this and the carry below.)
+  const uint64_t stored_end = g.CipherSize(old_disk_size);
+  auto prefetch_edge = [&](uint64_t offset) {
+    if (offset % kCipherPage != 0 && offset < stored_end)
+      backing_->WillNeed(offset - offset % kCipherPage, kCipherPage);
+  };
   std::vector<std::pair<size_t, size_t>> pieces;  // [begin, end) into items
   for (size_t i = 0; i < items.size();) {
     size_t j = i + 1;
@@ -949,37 +962,17 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     const size_t n = std::max<size_t>(1, (j - i) / kPiecePages);  // even pieces of >= 32 pages
     const size_t per_piece = (j - i + n - 1) / n;
     for (size_t b = i; b < j; b += per_piece) pieces.emplace_back(b, std::min(j, b + per_piece));
+    const uint64_t begin = g.UnitOffset(items[i].index);
+    const uint64_t end = g.UnitOffset(items[j - 1].index) + items[j - 1].len + g.overhead();
+    prefetch_edge(begin);
+    prefetch_edge(end);
+    if (j - i >= kDirectMinPages) prefetch_edge(end + (end - begin));
     i = j;
   }
   // A piece continues the one before it in the cipher file (the same contiguous run).
   auto continues = [&](size_t p) {
     return p > 0 && items[pieces[p].first].index == items[pieces[p - 1].second - 1].index + 1;
   };
-  // Units are not page-sized, so a run's ends fall inside pages of the cipher file, and a write
-  // that covers part of a page the backing filesystem has not cached makes it read that page
-  // first, synchronously. Where such a page holds stored bytes, ask for it now, so it is read
-  // while the run is sealed; and, for a long run (a large write, or a batch of sequential
-  // small ones), ask for the page where a run of the same length would end next, so that a
-  // sequential writer's next write-back finds its edge read already. (Uncached
-  // overwrites through the mount ran at 0.75x the first write's speed, paying a disk read per
-  // request; about 1.0x with this and the carry below.)
-  const uint64_t stored_end = g.CipherSize(old_disk_size);
-  auto prefetch_edge = [&](uint64_t offset) {
-    if (offset % kCipherPage != 0 && offset < stored_end)
-      backing_->WillNeed(offset - offset % kCipherPage, kCipherPage);
-  };
-  for (size_t p = 0; p < pieces.size();) {
-    size_t q = p + 1;
-    while (q < pieces.size() && continues(q)) ++q;
-    const Item& last = items[pieces[q - 1].second - 1];
-    const uint64_t begin = g.UnitOffset(items[pieces[p].first].index);
-    const uint64_t end = g.UnitOffset(last.index) + last.len + g.overhead();
-    prefetch_edge(begin);
-    prefetch_edge(end);
-    if (last.index - items[pieces[p].first].index + 1 >= kDirectMinPages)
-      prefetch_edge(end + (end - begin));
-    p = q;
-  }
   // The sealed units of a run lie back to back in `cipher`, so the file offset of any byte of a
   // run's buffer is the buffer offset plus the run's delta.
   auto delta_of = [&](size_t p) {

@@ -20,11 +20,13 @@ std::atomic<bool> g_offered{false};
 // its handler on the same thread).
 thread_local bool t_clears_set_id = false;
 
+// Whether request argument T, following the header in `buf`, has `mask` set in `field`.
 template <typename T>
-bool Arg(const void* buf, ssize_t n, T* out) {
-  if (n < static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(T))) return false;
-  std::memcpy(out, static_cast<const char*>(buf) + sizeof(fuse_in_header), sizeof(T));
-  return true;
+bool Flagged(const void* buf, ssize_t n, uint32_t T::*field, uint32_t mask) {
+  T arg;
+  if (n < static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof arg)) return false;
+  std::memcpy(&arg, static_cast<const char*>(buf) + sizeof(fuse_in_header), sizeof arg);
+  return (arg.*field & mask) != 0;
 }
 
 ssize_t Read(int fd, void* buf, size_t len, void*) {
@@ -44,26 +46,18 @@ ssize_t Read(int fd, void* buf, size_t len, void*) {
       }
       break;
     }
-    case FUSE_WRITE: {
-      fuse_write_in w;
-      t_clears_set_id = Arg(buf, n, &w) && (w.write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+    case FUSE_WRITE:
+      t_clears_set_id = Flagged(buf, n, &fuse_write_in::write_flags, FUSE_WRITE_KILL_SUIDGID);
       break;
-    }
-    case FUSE_SETATTR: {
-      fuse_setattr_in s;
-      t_clears_set_id = Arg(buf, n, &s) && (s.valid & FATTR_KILL_SUIDGID) != 0;
+    case FUSE_SETATTR:
+      t_clears_set_id = Flagged(buf, n, &fuse_setattr_in::valid, FATTR_KILL_SUIDGID);
       break;
-    }
-    case FUSE_OPEN: {
-      fuse_open_in o;
-      t_clears_set_id = Arg(buf, n, &o) && (o.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
+    case FUSE_OPEN:
+      t_clears_set_id = Flagged(buf, n, &fuse_open_in::open_flags, FUSE_OPEN_KILL_SUIDGID);
       break;
-    }
-    case FUSE_CREATE: {
-      fuse_create_in c;
-      t_clears_set_id = Arg(buf, n, &c) && (c.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
+    case FUSE_CREATE:
+      t_clears_set_id = Flagged(buf, n, &fuse_create_in::open_flags, FUSE_OPEN_KILL_SUIDGID);
       break;
-    }
     default:
       break;
   }

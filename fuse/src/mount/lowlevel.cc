@@ -211,12 +211,13 @@ void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_
 }
 
 void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Status s = Fs(req).DoOpen(*InodeOf(req, ino), fi->flags);
+  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
+  Status s = Fs(req).DoOpen(*inode, fi->flags);
   if (!s.ok()) return ReplyError(req, s);
-  if ((fi->flags & O_TRUNC) != 0) ClearSetIdIfAsked(req, ino, *InodeOf(req, ino));
+  if ((fi->flags & O_TRUNC) != 0) ClearSetIdIfAsked(req, ino, *inode);
   // All changes reach the kernel's page cache through this mount, so it stays valid.
   fi->keep_cache = 1;
-  if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*InodeOf(req, ino), Writer(fi));
+  if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*inode, Writer(fi));
 }
 
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
