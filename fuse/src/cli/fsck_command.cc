@@ -77,7 +77,7 @@ class Checker {
   void CheckDirectory(const std::string& path, const Fd& dir) {
     ++directories_;
     bool from_attribute = false;
-    auto iv = volume_.ReadDirIv(dir.get(), &from_attribute);
+    auto iv = volume_.ReadDirIv(dir.get(), &from_attribute, core::Volume::DirIvCopies::kCompare);
     if (!iv.ok()) {
       Problem(path, iv.status());  // without its IV no name in it can be read
       return;

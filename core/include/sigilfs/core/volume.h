@@ -42,11 +42,18 @@ class Volume {
   const NameCodec& names() const { return *names_; }
   const Vault& vault() const { return *vault_; }
 
-  // The IV of the cipher directory `dirfd` (any descriptor of it, O_PATH too): its IV file, or
-  // where that is torn (shorter: a crash before its data reached the disk) the copy in the
-  // directory's kDirIvAttrName attribute, and then `*from_attribute` is set. kCorrupt if the
-  // file is missing or too long, if it is torn without an attribute copy, or if the two differ.
-  Result<DirIv> ReadDirIv(int dirfd, bool* from_attribute = nullptr) const;
+  // How ReadDirIv treats a directory that has both copies of its IV.
+  enum class DirIvCopies {
+    kAttributeFirst,  // the attribute, with only the file's size checked (no read of its data)
+    kCompare,         // both read; a difference is kCorrupt (fsck)
+  };
+  // The IV of the cipher directory `dirfd` (any descriptor of it, O_PATH too): the copy in the
+  // directory's kDirIvAttrName attribute, or, without one, its IV file. `*from_attribute` is
+  // set where the file is torn (shorter: a crash before its data reached the disk) and only the
+  // attribute holds the IV. kCorrupt if the file is missing or too long, if it is torn without
+  // an attribute copy, or (kCompare) if the two differ.
+  Result<DirIv> ReadDirIv(int dirfd, bool* from_attribute = nullptr,
+                          DirIvCopies copies = DirIvCopies::kAttributeFirst) const;
   // Writes the IV file of a directory whose IV came from its attribute, durably (under a
   // temporary name, flushed, then renamed over the torn one).
   Status RestoreDirIvFile(int dirfd, const DirIv& iv) const;
