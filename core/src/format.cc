@@ -95,16 +95,24 @@ Status UnitCodec::Open(uint64_t index, UnitKind kind, bool last, ByteSpan unit,
 }
 
 bool IsAllZero(ByteSpan data) {
-  // Word-at-a-time OR; the compiler vectorizes it. Holes are rare, so no early exit tricks.
-  uint64_t acc = 0;
+  // Word-at-a-time OR over blocks of 64 bytes (the compiler vectorizes each), stopping at the
+  // first block that is not zero. Ciphertext, the common input, starts with a random nonce, so
+  // it is told from a hole by its first block instead of a pass over the whole unit (that pass
+  // was 5% of the daemon's time reading a sealed file).
+  constexpr size_t kBlock = 64;
   size_t i = 0;
-  for (; i + 8 <= data.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, data.data() + i, 8);
-    acc |= w;
+  for (; i + kBlock <= data.size(); i += kBlock) {
+    uint64_t acc = 0;
+    for (size_t j = 0; j < kBlock; j += 8) {
+      uint64_t w;
+      std::memcpy(&w, data.data() + i + j, 8);
+      acc |= w;
+    }
+    if (acc != 0) return false;
   }
-  for (; i < data.size(); ++i) acc |= data[i];
-  return acc == 0;
+  uint8_t rest = 0;
+  for (; i < data.size(); ++i) rest |= data[i];
+  return rest == 0;
 }
 
 }  // namespace sigilfs::core

@@ -160,9 +160,12 @@ TEST(IsAllZeroTest, FindsAnyNonZeroByte) {
   std::vector<uint8_t> buf(4124, 0);
   EXPECT_TRUE(IsAllZero(buf));
   EXPECT_TRUE(IsAllZero({}));
-  for (size_t pos : {size_t{0}, size_t{7}, size_t{8}, size_t{4095}, size_t{4123}}) {
+  // Every position: inside the 64-byte blocks, at their edges and in the tail after them.
+  for (size_t pos = 0; pos < buf.size(); ++pos) {
     buf[pos] = 0x40;
-    EXPECT_FALSE(IsAllZero(buf)) << pos;
+    ASSERT_FALSE(IsAllZero(buf)) << pos;
+    ASSERT_FALSE(IsAllZero(ByteSpan(buf).subspan(pos))) << pos;
+    ASSERT_TRUE(IsAllZero(ByteSpan(buf).first(pos))) << pos;
     buf[pos] = 0;
   }
 }

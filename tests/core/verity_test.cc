@@ -18,6 +18,7 @@
 #include "sigilfs/crypt/random.h"
 #include "test_support/backends.h"
 #include "test_support/pattern.h"
+#include "test_support/recording_backing_file.h"
 
 namespace sigilfs::core {
 namespace {
@@ -291,6 +292,39 @@ TEST_P(VerityTest, ReadsCountVerifiedPagesAndCacheTreeBlocks) {
   EXPECT_GE(f->counters().Get(PageCounter::kVerityPagesVerified), 300u);
   const uint64_t blocks = f->counters().Get(PageCounter::kVerityTreeBlocksRead);
   EXPECT_EQ(blocks, verity::TreeLayout(plain.size()).total_blocks());  // each read once
+}
+
+// The level-0 tree blocks sit after the data, far from it. A sequential reader asks for the
+// next chunk of them while it reads the current one, so it never waits for a seek to the tree;
+// a read that starts in the middle asks for nothing beyond what it reads.
+TEST_P(VerityTest, SequentialReadsAskForTheNextTreeBlocksAhead) {
+  constexpr size_t kLevel0Blocks = 80;  // chunks of 32, 32 and 16 blocks
+  const auto plain = Pattern(kLevel0Blocks * verity::kHashesPerBlock * 4096, 21);
+  MakeSealed("a", plain);
+  const uint64_t data_end = geometry().CipherSize(plain.size());
+  auto tree_hints = [&](bool from_start, uint64_t offset, size_t length) {
+    auto recording = std::make_unique<test::RecordingBackingFile>(backend_.Open("a"));
+    test::RecordingBackingFile* rec = recording.get();
+    auto opened = layer_->Open(std::move(recording), "a");
+    EXPECT_TRUE(opened.ok());
+    auto f = std::move(opened).value();
+    if (from_start) {
+      for (uint64_t at = 0; at < plain.size(); at += 1 << 20)
+        EXPECT_TRUE(ReadRange(*f, at, 1 << 20).ok());
+    } else {
+      EXPECT_TRUE(ReadRange(*f, offset, length).ok());
+    }
+    std::vector<test::RecordingBackingFile::Call> out;
+    for (const auto& h : rec->hints())
+      if (h.offset >= data_end) out.push_back(h);
+    return out;
+  };
+  const auto sequential = tree_hints(true, 0, 0);
+  ASSERT_EQ(sequential.size(), 2u) << "the second and the third chunk, each once";
+  EXPECT_EQ(sequential[0].length, 32 * geometry().unit_size());
+  EXPECT_EQ(sequential[1].length, 16 * geometry().unit_size());
+  EXPECT_EQ(sequential[1].offset, sequential[0].offset + sequential[0].length);
+  EXPECT_TRUE(tree_hints(false, 70 * verity::kHashesPerBlock * 4096, 4096).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(

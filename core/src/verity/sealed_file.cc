@@ -185,6 +185,8 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
   out.resize(static_cast<size_t>(b1 - b0 + 1));
   const uint64_t start = sealed.tree.level_start(0);
   uint64_t lo = UINT64_MAX, hi = 0;
+  // A read from the start, or one whose first missing block follows a kept one: sequential.
+  bool sequential = true;
   {
     std::lock_guard lock(sealed.mu);
     for (uint64_t b = b0; b <= b1; ++b) {
@@ -197,12 +199,25 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
     }
   }
   if (lo == UINT64_MAX) return out;
+  if (lo > 0) {
+    std::lock_guard lock(sealed.mu);
+    sequential = sealed.verified.count(start + lo - 1) != 0;
+  }
   // The missing level-0 blocks are adjacent on disk: one read for all of them, and for the
   // next ones too. The tree sits far from the data, so a sequential reader fetching one block
   // per 512 KiB of data would add a seek every 512 KiB; this way it is one per 16 MiB.
   hi = std::max(hi, std::min(lo + kTreeReadAheadBlocks, sealed.tree.blocks_in_level(0)) - 1);
   const PageGeometry& g = layer_.geometry_;
   const size_t unit = g.unit_size();
+  // A sequential reader will want the chunk after this one once it has read the next 16 MiB of
+  // data: ask for it now, so that the backing filesystem reads it in the background and the
+  // reader does not wait for a seek to the tree every 16 MiB. (A random reader does not ask.)
+  const uint64_t level_blocks = sealed.tree.blocks_in_level(0);
+  if (sequential && hi + 1 < level_blocks) {
+    const uint64_t next_end = std::min(hi + 1 + kTreeReadAheadBlocks, level_blocks);
+    backing_->WillNeed(g.UnitOffset(sealed.layout.tree_first_unit + start + hi + 1),
+                       (next_end - hi - 1) * unit);
+  }
   std::vector<uint8_t> units(static_cast<size_t>(hi - lo + 1) * unit);
   SIGILFS_ASSIGN_OR_RETURN(
       size_t got,
