@@ -185,8 +185,7 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
   out.resize(static_cast<size_t>(b1 - b0 + 1));
   const uint64_t start = sealed.tree.level_start(0);
   uint64_t lo = UINT64_MAX, hi = 0;
-  // A read from the start, or one whose first missing block follows a kept one: sequential.
-  bool sequential = true;
+  bool sequential = true;  // a read from the start, or whose first missing block follows a kept one
   {
     std::lock_guard lock(sealed.mu);
     for (uint64_t b = b0; b <= b1; ++b) {
@@ -197,12 +196,9 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
         hi = b;
       }
     }
+    if (lo != UINT64_MAX && lo > 0) sequential = sealed.verified.count(start + lo - 1) != 0;
   }
   if (lo == UINT64_MAX) return out;
-  if (lo > 0) {
-    std::lock_guard lock(sealed.mu);
-    sequential = sealed.verified.count(start + lo - 1) != 0;
-  }
   // The missing level-0 blocks are adjacent on disk: one read for all of them, and for the
   // next ones too. The tree sits far from the data, so a sequential reader fetching one block
   // per 512 KiB of data would add a seek every 512 KiB; this way it is one per 16 MiB.
