@@ -11,7 +11,6 @@
 namespace sigilfs::core {
 namespace {
 
-constexpr int kReserveOnly = FALLOC_FL_KEEP_SIZE;
 constexpr int kKnownModes = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
 
 // Writes zeros over [offset, end) through the ordinary write path (sealed zeros, not holes).

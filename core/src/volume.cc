@@ -261,6 +261,11 @@ Status Volume::ListDirectory(
         continue;
       }
       cipher = *side;
+    } else if (stored.size() > kMaxStoredNameLength) {
+      // Only where the backing filesystem allows longer names: a lookup would store this name
+      // hashed, so listing it would show a name that cannot be opened.
+      damaged(stored, Status(Code::kCorrupt, "encrypted name stored in full past 255 bytes"));
+      continue;
     }
     auto plain = names_->Decrypt(iv, cipher);
     if (!plain.ok()) {
