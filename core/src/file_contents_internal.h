@@ -29,8 +29,12 @@ struct FileContents::Sealed {
   verity::TreeLayout tree;
   verity::Record record;
   verity::BlockHasher hasher;
-  // Verified tree blocks by stored index. Level 0 is 1/128 of the data, so the cache is bounded
-  // (and simply emptied when full: the blocks of a sequential read are reread once per pass).
+  // Reads compare each page's nonce with its pin (no hashing); without pins (files sealed
+  // before them), they hash each page and check it against the tree.
+  bool pinned() const { return layout.pin_blocks > 0; }
+  // Verified tree blocks by stored index, and pin blocks by total_blocks() + index. Level 0 is
+  // 1/128 of the data and pins less, so the cache is bounded (and simply emptied when full: the
+  // blocks of a sequential read are reread once per pass).
   static constexpr size_t kMaxCachedBlocks = 4096;  // 16 MiB
   mutable std::mutex mu;
   mutable std::unordered_map<uint64_t, TreeBlock> verified;  // GUARDED_BY(mu)

@@ -118,6 +118,8 @@ std::string_view PageCounterName(PageCounter c) {
       return "verity_pages_verified";
     case PageCounter::kVerityTreeBlocksRead:
       return "verity_tree_blocks_read";
+    case PageCounter::kVerityPinBlocksRead:
+      return "verity_pin_blocks_read";
     case PageCounter::kCount:
       break;
   }
@@ -234,7 +236,8 @@ uint64_t FileContents::size() const {
 // seals for real). `good` tells how many leading pages were verified: on failure the rest must not
 // be used, and read-ahead past a damaged page does not fail the pages before it.
 Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
-                               std::span<uint8_t* const> dest, size_t& good) {
+                               std::span<uint8_t* const> dest, size_t& good,
+                               MutableByteSpan nonces) {
   good = 0;
   const PageGeometry& g = layer_.geometry_;
   const uint64_t disk_pages = PageGeometry::PageCount(disk_size);
@@ -247,14 +250,17 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   }
   if (key == nullptr) return Status(Code::kInternal, label_ + ": no key for stored pages");
 
-  // A sealed file's pages are checked against its tree: the level-0 blocks come first, read
-  // together (nearly all tree I/O is level 0 at 128 hashes per block).
+  // A sealed file's pages are checked against their pins (each unit's nonce must be the one
+  // sealed), or in files sealed without pins against the tree: the pin blocks or level-0 tree
+  // blocks come first, read together (nearly all tree I/O is level 0 at 128 hashes per block).
   const Sealed* sealed = sealed_.load(std::memory_order_acquire);
-  std::vector<TreeBlock> level0;
+  const bool pinned = sealed != nullptr && sealed->pinned();
+  std::vector<TreeBlock> side;  // pin blocks, or level-0 tree blocks
   if (sealed) {
-    auto blocks = Level0Blocks(*sealed, *key, first, on_disk);
+    auto blocks = pinned ? PinBlocks(*sealed, *key, first, on_disk)
+                         : Level0Blocks(*sealed, *key, first, on_disk);
     if (!blocks.ok()) return blocks.status();
-    level0 = std::move(blocks).value();
+    side = std::move(blocks).value();
   }
 
   const uint64_t start = g.UnitOffset(first);
@@ -299,6 +305,14 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
       }
       ByteSpan unit(cipher.data() + i * g.unit_size(), plain_len + g.overhead());
       uint8_t* page = dest[i];
+      if (!nonces.empty())
+        std::memcpy(nonces.data() + i * g.nonce_size(), unit.data(), g.nonce_size());
+      // Before anything else: a hole is pinned as a zero nonce, so zeros where the seal saw
+      // data (or data where it saw a hole) fail here too.
+      if (pinned && !PinMatches(side, first, i, unit)) {
+        results[i] = Status(Code::kAuthFailed, "not the version of the page that was sealed");
+        continue;
+      }
       if (IsAllZero(unit)) {
         if (layer_.options_.strict_holes || last) {
           results[i] = Status(Code::kCorrupt, "page is all zeros");
@@ -311,7 +325,7 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
       results[i] = key->codec.Open(index, UnitKind::kDataPage, last, unit, {page, plain_len});
       std::memset(page + plain_len, 0, kPageSize - plain_len);
     }
-    if (sealed) CheckPages(*sealed, level0, first, b, e, dest, results);
+    if (sealed && !pinned) CheckPages(*sealed, side, first, b, e, dest, results);
   });
   if (sealed) Count(PageCounter::kVerityPagesVerified, on_disk);
   Count(PageCounter::kBackingBytesRead, bytes.load());

@@ -53,6 +53,11 @@ TEST(FileHeaderTest, RejectsDamage) {
   bad[11] = 0x80;  // unknown flag
   EXPECT_EQ(DecodeFileHeader(bad).status().code(), Code::kNotSupported);
   bad = good;
+  bad[10] = kFileFlagPinned;  // pins belong to a sealed file only
+  EXPECT_EQ(DecodeFileHeader(bad).status().code(), Code::kCorrupt);
+  bad[10] = kFileFlagsSeal;
+  EXPECT_TRUE(DecodeFileHeader(bad).ok());
+  bad = good;
   bad[13] = 1;  // reserved
   EXPECT_EQ(DecodeFileHeader(bad).status().code(), Code::kCorrupt);
 }

@@ -310,10 +310,10 @@ TEST_P(TornTailTest, ASealStoppedBeforeItsRecordWasWrittenIsUndone) {
     }
     // As if the crash came right after the trailer: no header flag, no tree, no record (the
     // hole they would have filled).
-    const auto layout = verity::LayoutOf(geometry(), size);
+    const auto layout = verity::LayoutOf(geometry(), size, /*pinned=*/true);
     auto raw = backend_.Raw("a");
     ASSERT_EQ(raw.size(), layout.cipher_size);
-    raw[10] &= static_cast<uint8_t>(~kFileFlagSealed);
+    raw[10] &= static_cast<uint8_t>(~kFileFlagsSeal);
     std::fill(raw.begin() + static_cast<long>(Unit(layout.tree_first_unit)),
               raw.end() - verity::kTrailerSize, 0);
     Put("a", raw);
@@ -337,9 +337,9 @@ TEST_P(TornTailTest, ASealStoppedBeforeItsRecordWasWrittenIsUndone) {
     ASSERT_EQ(*f->Write(0, plain), plain.size());
     ASSERT_TRUE(f->EnableVerity({}).ok());
   }
-  const auto layout = verity::LayoutOf(geometry(), plain.size());
+  const auto layout = verity::LayoutOf(geometry(), plain.size(), /*pinned=*/true);
   auto raw = backend_.Raw("a");
-  raw[10] &= static_cast<uint8_t>(~kFileFlagSealed);
+  raw[10] &= static_cast<uint8_t>(~kFileFlagsSeal);
   std::fill(raw.begin() + static_cast<long>(Unit(layout.record_unit)),
             raw.end() - verity::kTrailerSize, 0);
   raw[Unit(layout.data_pages - 1) + 40] ^= 1;

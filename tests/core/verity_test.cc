@@ -1,6 +1,6 @@
 // Tests of sealed (fs-verity) files in the library: digests equal libfsverity's, reads are
-// checked against the tree, tampering and rollback fail, sealed files refuse changes, and an
-// interrupted seal is undone.
+// checked against the pins (or, in files sealed without them, the tree), tampering and rollback
+// fail, sealed files refuse changes, and an interrupted seal is undone.
 #include <gtest/gtest.h>
 
 // libfsverity 1.5 opens `extern "C"` before its own includes: include those first.
@@ -59,11 +59,20 @@ verity::Digest OracleDigest(const std::vector<uint8_t>& plain, const std::vector
   return out;
 }
 
-class VerityTest : public ::testing::TestWithParam<std::tuple<BackendKind, crypt::AeadAlgorithm>> {
+// Parameters: backend, cipher, and whether sealing pins the data units' nonces.
+class VerityTest
+    : public ::testing::TestWithParam<std::tuple<BackendKind, crypt::AeadAlgorithm, bool>> {
  protected:
   VerityTest() : backend_(std::get<0>(GetParam())) {
     crypt::RandomBytes(key_);
-    layer_ = std::make_unique<PageLayer>(std::get<1>(GetParam()), key_);
+    layer_ = std::make_unique<PageLayer>(std::get<1>(GetParam()), key_, Options(pins()));
+  }
+
+  static bool pins() { return std::get<2>(GetParam()); }
+  static PageLayerOptions Options(bool pins) {
+    PageLayerOptions o;
+    o.verity_pins = pins;
+    return o;
   }
 
   std::unique_ptr<FileContents> Open(const std::string& name) {
@@ -196,7 +205,7 @@ TEST_P(VerityTest, ATamperedDataPageFailsOnlyItsReads) {
 TEST_P(VerityTest, ATamperedTreeBlockFailsThePagesBelowIt) {
   const auto plain = Pattern(130 * 4096, 6);  // level 0: two blocks, level 1: one
   MakeSealed("a", plain);
-  const auto layout = verity::LayoutOf(geometry(), plain.size());
+  const auto layout = verity::LayoutOf(geometry(), plain.size(), pins());
   const verity::TreeLayout tree(plain.size());
   ASSERT_EQ(tree.levels(), 2);
   // Level-0 block 1 covers pages 128 and 129.
@@ -204,15 +213,133 @@ TEST_P(VerityTest, ATamperedTreeBlockFailsThePagesBelowIt) {
   auto f = Open("a");
   EXPECT_TRUE(ReadRange(*f, 0, 4096).ok());
   auto bad = ReadRange(*f, 128 * 4096, 4096);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), Code::kAuthFailed);
+  if (pins()) {
+    // Reads check the pins, so the data (still the sealed data) reads; the full check finds the
+    // damaged tree.
+    ASSERT_TRUE(bad.ok());
+    EXPECT_TRUE(*bad ==
+                std::vector<uint8_t>(plain.begin() + 128 * 4096, plain.begin() + 129 * 4096));
+  } else {
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::kAuthFailed);
+  }
+  auto all = f->VerifyAll();
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.code(), Code::kAuthFailed);
+}
+
+// Tests of the pins themselves: only with a layer that seals with pins.
+class VerityPinsTest : public VerityTest {};
+
+// A pin block covers PinsPerBlock() pages: damage to it fails exactly those.
+TEST_P(VerityPinsTest, ATamperedPinBlockFailsThePagesItCovers) {
+  const size_t per = verity::PinsPerBlock(geometry());
+  const auto plain = Pattern((2 * per + 3) * 4096, 22);
+  MakeSealed("a", plain);
+  const auto layout = verity::LayoutOf(geometry(), plain.size(), true);
+  ASSERT_EQ(layout.pin_blocks, 3u);
+  Flip(backend_, "a", geometry().UnitOffset(layout.pin_first_unit + 1) + 100);
+  auto f = Open("a");
+  EXPECT_TRUE(ReadRange(*f, 0, per * 4096).ok());
+  EXPECT_TRUE(ReadRange(*f, 2 * per * 4096, 3 * 4096).ok());
+  for (uint64_t page : {per, 2 * per - 1}) {
+    auto bad = ReadRange(*f, page * 4096, 4096);
+    ASSERT_FALSE(bad.ok()) << page;
+    EXPECT_EQ(bad.status().code(), Code::kAuthFailed);
+  }
   EXPECT_FALSE(f->VerifyAll().ok());
+}
+
+// The length, the header flag and the (authenticated) record must agree on the pins: a table
+// cut off, or a flag changed, fails the open instead of reading unchecked.
+TEST_P(VerityPinsTest, PinsCannotBeStrippedOrClaimed) {
+  const auto plain = Pattern(5000, 23);
+  MakeSealed("a", plain);
+  const auto good = backend_.Raw("a");
+  const auto layout = verity::LayoutOf(geometry(), plain.size(), true);
+  ASSERT_EQ(layout.pin_blocks, 1u);
+  ASSERT_EQ(good.size(), layout.cipher_size);
+  ASSERT_EQ(good[10], kFileFlagsSeal);
+  // The pin block cut out, the trailer kept: the length of a file sealed without pins.
+  auto stripped = good;
+  stripped.erase(stripped.begin() + static_cast<long>(geometry().UnitOffset(layout.pin_first_unit)),
+                 stripped.end() - verity::kTrailerSize);
+  ASSERT_EQ(stripped.size(), verity::LayoutOf(geometry(), plain.size(), false).cipher_size);
+  for (uint8_t flags : {kFileFlagsSeal, kFileFlagSealed}) {
+    stripped[10] = flags;
+    backend_.SetRaw("a", stripped);
+    EXPECT_FALSE(layer_->Open(backend_.Open("a"), "a").ok()) << int{flags};
+  }
+  // The flag alone cleared: the header and the length disagree.
+  auto unflagged = good;
+  unflagged[10] = kFileFlagSealed;
+  backend_.SetRaw("a", unflagged);
+  EXPECT_FALSE(layer_->Open(backend_.Open("a"), "a").ok());
+  backend_.SetRaw("a", good);
+  auto f = Open("a");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(*ReadRange(*f, 0, plain.size()) == plain);
+}
+
+// Pins are bound to their seal's root: those of an earlier, interrupted seal of the same file
+// (same key, other data) are refused, and so is the page they pinned.
+TEST_P(VerityPinsTest, PinsOfAnEarlierSealAreRefused) {
+  const auto plain = Pattern(6 * 4096, 24);
+  MakeSealed("a", plain);
+  const auto first_seal = backend_.Raw("a");
+  auto raw = first_seal;
+  raw[10] &= static_cast<uint8_t>(~kFileFlagsSeal);  // interrupted: undone on the next open
+  backend_.SetRaw("a", raw);
+  {
+    auto f = Open("a");
+    ASSERT_FALSE(f->sealed());
+    ASSERT_EQ(*f->Write(2 * 4096, Pattern(4096, 25)), 4096u);
+    ASSERT_TRUE(f->EnableVerity({}).ok());
+  }
+  const auto layout = verity::LayoutOf(geometry(), plain.size(), true);
+  auto mixed = backend_.Raw("a");
+  ASSERT_EQ(mixed.size(), first_seal.size());
+  const uint64_t pin_at = geometry().UnitOffset(layout.pin_first_unit);
+  std::copy(first_seal.begin() + static_cast<long>(pin_at),
+            first_seal.begin() + static_cast<long>(pin_at + geometry().unit_size()),
+            mixed.begin() + static_cast<long>(pin_at));
+  // Page 2 as the first seal had it, which its old pin would vouch for.
+  const uint64_t page_at = geometry().UnitOffset(2);
+  std::copy(first_seal.begin() + static_cast<long>(page_at),
+            first_seal.begin() + static_cast<long>(page_at + geometry().unit_size()),
+            mixed.begin() + static_cast<long>(page_at));
+  backend_.SetRaw("a", mixed);
+  auto g = Open("a");
+  auto r = ReadRange(*g, 2 * 4096, 4096);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kAuthFailed);
+}
+
+// Files sealed before pins existed (without them) still open, read checked against the tree,
+// and refuse an older version of a page, in a layer that seals with pins.
+TEST_P(VerityPinsTest, FilesSealedWithoutPinsReadThroughTheTree) {
+  const auto plain = Pattern(200 * 4096 + 7, 26);
+  {
+    PageLayer old_layer(std::get<1>(GetParam()), key_, Options(false));
+    auto f = std::move(old_layer.Open(backend_.Open("a"), "a")).value();
+    ASSERT_EQ(*f->Write(0, plain), plain.size());
+    ASSERT_TRUE(f->EnableVerity({}).ok());
+  }
+  const auto raw = backend_.Raw("a");
+  EXPECT_EQ(raw.size(), verity::LayoutOf(geometry(), plain.size(), false).cipher_size);
+  EXPECT_EQ(raw[10], kFileFlagSealed);
+  auto f = Open("a");
+  ASSERT_TRUE(f && f->sealed());
+  EXPECT_TRUE(*ReadRange(*f, 0, plain.size()) == plain);
+  EXPECT_GT(f->counters().Get(PageCounter::kVerityTreeBlocksRead), 0u);
+  EXPECT_EQ(f->counters().Get(PageCounter::kVerityPinBlocksRead), 0u);
+  EXPECT_TRUE(f->VerifyAll().ok());
 }
 
 TEST_P(VerityTest, ATamperedRecordOrTrailerFailsTheOpen) {
   const auto plain = Pattern(5000, 7);
   MakeSealed("a", plain);
-  const auto layout = verity::LayoutOf(geometry(), plain.size());
+  const auto layout = verity::LayoutOf(geometry(), plain.size(), pins());
   const auto good = backend_.Raw("a");
   Flip(backend_, "a", geometry().UnitOffset(layout.record_unit) + 60);
   EXPECT_FALSE(layer_->Open(backend_.Open("a"), "a").ok());
@@ -273,7 +400,7 @@ TEST_P(VerityTest, AnInterruptedSealIsUndoneOnOpen) {
   MakeSealed("a", plain);
   // As if the machine stopped before the header's flag was written: clear it.
   auto raw = backend_.Raw("a");
-  raw[10] &= static_cast<uint8_t>(~kFileFlagSealed);
+  raw[10] &= static_cast<uint8_t>(~kFileFlagsSeal);
   backend_.SetRaw("a", raw);
   auto f = Open("a");
   EXPECT_FALSE(f->sealed());
@@ -290,19 +417,33 @@ TEST_P(VerityTest, ReadsCountVerifiedPagesAndCacheTreeBlocks) {
   auto f = Open("a");
   ASSERT_TRUE(ReadRange(*f, 0, plain.size()).ok());
   EXPECT_GE(f->counters().Get(PageCounter::kVerityPagesVerified), 300u);
-  const uint64_t blocks = f->counters().Get(PageCounter::kVerityTreeBlocksRead);
-  EXPECT_EQ(blocks, verity::TreeLayout(plain.size()).total_blocks());  // each read once
+  const uint64_t tree_blocks = f->counters().Get(PageCounter::kVerityTreeBlocksRead);
+  const uint64_t pin_blocks = f->counters().Get(PageCounter::kVerityPinBlocksRead);
+  if (pins()) {
+    // Pins only: reads hash nothing and never touch the tree.
+    EXPECT_EQ(tree_blocks, 0u);
+    EXPECT_EQ(pin_blocks, verity::PinBlockCount(geometry(), 300));  // each read once
+    // The full check reads the tree too.
+    EXPECT_TRUE(f->VerifyAll().ok());
+    EXPECT_EQ(f->counters().Get(PageCounter::kVerityTreeBlocksRead),
+              verity::TreeLayout(plain.size()).total_blocks());
+  } else {
+    EXPECT_EQ(pin_blocks, 0u);
+    EXPECT_EQ(tree_blocks, verity::TreeLayout(plain.size()).total_blocks());  // each read once
+  }
 }
 
-// The level-0 tree blocks sit after the data, far from it. A sequential reader asks for the
-// next chunk of them while it reads the current one, so it never waits for a seek to the tree;
-// a read that starts in the middle asks for nothing beyond what it reads.
-TEST_P(VerityTest, SequentialReadsAskForTheNextTreeBlocksAhead) {
-  constexpr size_t kLevel0Blocks = 80;  // chunks of 32, 32 and 16 blocks
-  const auto plain = Pattern(kLevel0Blocks * verity::kHashesPerBlock * 4096, 21);
+// The pin blocks (or, without pins, the level-0 tree blocks) sit after the data, far from it. A
+// sequential reader asks for the next chunk of them while it reads the current one, so it never
+// waits for a seek there; a read that starts in the middle asks for nothing beyond what it reads.
+TEST_P(VerityTest, SequentialReadsAskForTheNextSideBlocksAhead) {
+  // Chunks of 32, 32 and 16 tree blocks; of 32 and 8 pin blocks (each covers more data).
+  const uint64_t per_block = pins() ? verity::PinsPerBlock(geometry()) : verity::kHashesPerBlock;
+  const size_t blocks = pins() ? 40 : 80;
+  const auto plain = Pattern(blocks * per_block * 4096, 21);
   MakeSealed("a", plain);
   const uint64_t data_end = geometry().CipherSize(plain.size());
-  auto tree_hints = [&](bool from_start, uint64_t offset, size_t length) {
+  auto side_hints = [&](bool from_start, uint64_t offset, size_t length) {
     auto recording = std::make_unique<test::RecordingBackingFile>(backend_.Open("a"));
     test::RecordingBackingFile* rec = recording.get();
     auto opened = layer_->Open(std::move(recording), "a");
@@ -319,19 +460,40 @@ TEST_P(VerityTest, SequentialReadsAskForTheNextTreeBlocksAhead) {
       if (h.offset >= data_end) out.push_back(h);
     return out;
   };
-  const auto sequential = tree_hints(true, 0, 0);
-  ASSERT_EQ(sequential.size(), 2u) << "the second and the third chunk, each once";
-  EXPECT_EQ(sequential[0].length, 32 * geometry().unit_size());
-  EXPECT_EQ(sequential[1].length, 16 * geometry().unit_size());
-  EXPECT_EQ(sequential[1].offset, sequential[0].offset + sequential[0].length);
-  EXPECT_TRUE(tree_hints(false, 70 * verity::kHashesPerBlock * 4096, 4096).empty());
+  const auto sequential = side_hints(true, 0, 0);
+  if (pins()) {
+    ASSERT_EQ(sequential.size(), 1u) << "the second chunk, once";
+    EXPECT_EQ(sequential[0].length, 8 * geometry().unit_size());
+  } else {
+    ASSERT_EQ(sequential.size(), 2u) << "the second and the third chunk, each once";
+    EXPECT_EQ(sequential[0].length, 32 * geometry().unit_size());
+    EXPECT_EQ(sequential[1].length, 16 * geometry().unit_size());
+    EXPECT_EQ(sequential[1].offset, sequential[0].offset + sequential[0].length);
+  }
+  EXPECT_TRUE(side_hints(false, (blocks - 10) * per_block * 4096, 4096).empty());
+}
+
+std::string ParamName(
+    const ::testing::TestParamInfo<std::tuple<BackendKind, crypt::AeadAlgorithm, bool>>& info) {
+  return std::string(std::get<0>(info.param) == BackendKind::kMemory ? "Memory" : "Posix") +
+         (std::get<1>(info.param) == crypt::AeadAlgorithm::kAes256Gcm ? "Gcm" : "XChaCha") +
+         (std::get<2>(info.param) ? "Pins" : "TreeOnly");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     All, VerityTest,
     ::testing::Combine(::testing::Values(BackendKind::kMemory, BackendKind::kPosix),
                        ::testing::Values(crypt::AeadAlgorithm::kAes256Gcm,
-                                         crypt::AeadAlgorithm::kXChaCha20Poly1305)));
+                                         crypt::AeadAlgorithm::kXChaCha20Poly1305),
+                       ::testing::Values(true, false)),
+    ParamName);
+INSTANTIATE_TEST_SUITE_P(
+    All, VerityPinsTest,
+    ::testing::Combine(::testing::Values(BackendKind::kMemory, BackendKind::kPosix),
+                       ::testing::Values(crypt::AeadAlgorithm::kAes256Gcm,
+                                         crypt::AeadAlgorithm::kXChaCha20Poly1305),
+                       ::testing::Values(true)),
+    ParamName);
 
 }  // namespace
 }  // namespace sigilfs::core

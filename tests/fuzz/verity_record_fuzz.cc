@@ -53,7 +53,9 @@ void CheckRecord(ByteSpan in) {
   }
   FUZZ_CHECK(in.size() == verity::kRecordSize);
   FUZZ_CHECK(r->decoded.data_size == verity::DecodeDescriptor(r->descriptor)->data_size);
-  const std::vector<uint8_t> again = verity::EncodeRecord(r->descriptor, r->tree_blocks);
+  FUZZ_CHECK(r->pin_blocks <= core::PageGeometry::PageCount(r->decoded.data_size));
+  const std::vector<uint8_t> again =
+      verity::EncodeRecord(r->descriptor, r->tree_blocks, r->pin_blocks);
   FUZZ_CHECK(std::equal(again.begin(), again.end(), in.begin(), in.end()));
 }
 
@@ -71,7 +73,11 @@ void CheckTrailer(const core::PageGeometry& g, uint64_t cipher_size, ByteSpan tr
   FUZZ_CHECK(layout->tree_first_unit >= layout->data_pages);
   FUZZ_CHECK(layout->tree_first_unit % verity::kTreeAlignUnits == 0);
   FUZZ_CHECK(layout->record_unit == layout->tree_first_unit + layout->tree_blocks);
-  FUZZ_CHECK(g.UnitOffset(layout->record_unit + 1) + verity::kTrailerSize == cipher_size);
+  FUZZ_CHECK(layout->pin_first_unit == layout->record_unit + 1);
+  FUZZ_CHECK(layout->pin_blocks == 0 ||
+             layout->pin_blocks == verity::PinBlockCount(g, layout->data_pages));
+  FUZZ_CHECK(g.UnitOffset(layout->pin_first_unit + layout->pin_blocks) + verity::kTrailerSize ==
+             cipher_size);
 }
 
 bool CodeIsExpected(Code c) {
@@ -160,7 +166,7 @@ void MakeCorpus(const std::string& dir) {
     std::vector<uint8_t> sealed = MakeCipherFile(alg, {}, /*seal=*/true, salt);
     WriteSeed(dir, name + "-sealed-empty", sealed);
     // The same with the header's sealed flag clear: a seal interrupted before its last step.
-    sealed[10] &= static_cast<uint8_t>(~core::kFileFlagSealed);
+    sealed[10] &= static_cast<uint8_t>(~core::kFileFlagsSeal);
     WriteSeed(dir, name + "-interrupted-seal", sealed);
   }
   // A hole: page 1 of 3 was never written.

@@ -102,14 +102,16 @@ Result<DecodedDescriptor> DecodeDescriptor(ByteSpan in) {
 
 Digest FileDigest(const Descriptor& descriptor) { return crypt::Sha256(descriptor); }
 
-SealedLayout LayoutOf(const PageGeometry& geometry, uint64_t data_size) {
+SealedLayout LayoutOf(const PageGeometry& geometry, uint64_t data_size, bool pinned) {
   SealedLayout l;
   l.data_size = data_size;
   l.data_pages = PageGeometry::PageCount(data_size);
   l.tree_first_unit = (l.data_pages + kTreeAlignUnits - 1) / kTreeAlignUnits * kTreeAlignUnits;
   l.tree_blocks = TreeLayout(data_size).total_blocks();
   l.record_unit = l.tree_first_unit + l.tree_blocks;
-  l.cipher_size = geometry.UnitOffset(l.record_unit + 1) + kTrailerSize;
+  l.pin_first_unit = l.record_unit + 1;
+  l.pin_blocks = pinned ? PinBlockCount(geometry, l.data_pages) : 0;
+  l.cipher_size = geometry.UnitOffset(l.pin_first_unit + l.pin_blocks) + kTrailerSize;
   return l;
 }
 
@@ -123,16 +125,19 @@ Result<SealedLayout> LayoutFromTrailer(const PageGeometry& geometry, uint64_t ci
   if (trailer.size() != kTrailerSize) return Status(Code::kCorrupt, "verity trailer truncated");
   const uint64_t data_size = LoadLe64(trailer.data());
   if (data_size > cipher_size) return Status(Code::kCorrupt, "verity trailer out of range");
-  SealedLayout layout = LayoutOf(geometry, data_size);
-  if (layout.cipher_size != cipher_size)
-    return Status(Code::kCorrupt, "verity trailer does not match the file's length");
-  return layout;
+  for (bool pinned : {true, false}) {
+    const SealedLayout layout = LayoutOf(geometry, data_size, pinned);
+    if (layout.cipher_size == cipher_size) return layout;
+  }
+  return Status(Code::kCorrupt, "verity trailer does not match the file's length");
 }
 
-std::vector<uint8_t> EncodeRecord(const Descriptor& descriptor, uint64_t tree_blocks) {
+std::vector<uint8_t> EncodeRecord(const Descriptor& descriptor, uint64_t tree_blocks,
+                                  uint64_t pin_blocks) {
   std::vector<uint8_t> r(kRecordSize, 0);
   std::memcpy(r.data(), descriptor.data(), kDescriptorSize);
   StoreLe64(r.data() + kDescriptorSize, tree_blocks);
+  StoreLe64(r.data() + kDescriptorSize + 8, pin_blocks);
   return r;
 }
 
@@ -142,8 +147,11 @@ Result<Record> DecodeRecord(ByteSpan in) {
   std::memcpy(r.descriptor.data(), in.data(), kDescriptorSize);
   SIGILFS_ASSIGN_OR_RETURN(r.decoded, DecodeDescriptor(r.descriptor));
   r.tree_blocks = LoadLe64(in.data() + kDescriptorSize);
+  r.pin_blocks = LoadLe64(in.data() + kDescriptorSize + 8);
+  // At most one pin block per data page (the fewest pins a block holds is 169).
   if (r.tree_blocks != TreeLayout(r.decoded.data_size).total_blocks() ||
-      !IsAllZero(in.subspan(kDescriptorSize + 8)))
+      r.pin_blocks > PageGeometry::PageCount(r.decoded.data_size) ||
+      !IsAllZero(in.subspan(kDescriptorSize + 16)))
     return Status(Code::kCorrupt, "verity record does not match its descriptor");
   return r;
 }

@@ -16,8 +16,9 @@ namespace {
 // ciphertext meanwhile), in pieces of 128 KiB that each core reads, opens and hashes alone.
 constexpr size_t kSealChunkPages = 1024;
 constexpr size_t kSealPiecePages = 32;
-// Level-0 tree blocks read together when a read needs one (each covers 512 KiB of data).
-constexpr uint64_t kTreeReadAheadBlocks = 32;
+// Level-0 tree blocks (each covers 512 KiB of data) or pin blocks (1.3 MiB with AES-GCM's
+// nonces) read together when a read needs one.
+constexpr uint64_t kSideReadAheadBlocks = 32;
 
 Status NotSealed(const std::string& label) {
   return Status(Code::kNotFound, label + ": not a verity file", ENODATA);
@@ -58,6 +59,9 @@ Result<verity::Record> FileContents::ReadRecord(const Key& key,
   if (!record.ok()) return record.status().WithContext(label_);
   if (record->decoded.data_size != layout.data_size)
     return Status(Code::kCorrupt, label_ + ": verity record and trailer disagree on the size");
+  // The record is authenticated, the length is not: a table of pins cut off (or added) fails.
+  if (record->pin_blocks != layout.pin_blocks)
+    return Status(Code::kCorrupt, label_ + ": verity record and length disagree on the pins");
   return record;
 }
 
@@ -67,6 +71,9 @@ Status FileContents::LoadSealed(const FileHeader& header, uint64_t cipher_size) 
     return Status(Code::kCorrupt, label_ + ": sealed file of a length no sealed file has");
   auto layout = ReadTrailer(*backing_, g, cipher_size);
   if (!layout.ok()) return layout.status().WithContext(label_);
+  if (((header.flags & kFileFlagPinned) != 0) != (layout->pin_blocks > 0))
+    return Status(Code::kCorrupt,
+                  label_ + ": sealed file whose header and length disagree on pins");
   SIGILFS_ASSIGN_OR_RETURN(key_, MakeKey(header.nonce));
   SIGILFS_ASSIGN_OR_RETURN(verity::Record record, ReadRecord(*key_, *layout));
   sealed_owner_ = std::make_unique<const Sealed>(*layout, record);
@@ -152,10 +159,33 @@ Result<FileContents::TreeBlock> FileContents::OpenTreeBlock(const Sealed& sealed
   if (std::memcmp(hash.data(), expect, verity::kDigestSize) != 0)
     return Status(Code::kAuthFailed, where + " does not match the tree above it");
   Count(PageCounter::kVerityTreeBlocksRead);
-  std::lock_guard lock(sealed.mu);
-  if (sealed.verified.size() >= Sealed::kMaxCachedBlocks) sealed.verified.clear();
-  sealed.verified.emplace(stored, block);
-  return TreeBlock(block);
+  return Keep(sealed, stored, std::move(block));
+}
+
+Result<FileContents::TreeBlock> FileContents::OpenPinBlock(const Sealed& sealed, const Key& key,
+                                                           uint64_t index, ByteSpan unit) {
+  const std::string where = label_ + ": verity pin block " + std::to_string(index);
+  if (unit.size() != layer_.geometry_.unit_size())
+    return Status(Code::kCorrupt, where + " truncated");
+  auto block = std::make_shared<std::array<uint8_t, verity::kBlockSize>>();
+  Status s = key.codec.Open(index, UnitKind::kPinBlock, index + 1 == sealed.layout.pin_blocks, unit,
+                            *block);
+  if (!s.ok()) return s.WithContext(where);
+  // Pins of an earlier, interrupted seal of this file (same key, other data) carry another root.
+  if (std::memcmp(block->data(), sealed.record.decoded.root.data(), verity::kPinBlockHeader) != 0)
+    return Status(Code::kAuthFailed, where + " belongs to another seal");
+  Count(PageCounter::kVerityPinBlocksRead);
+  return Keep(sealed, sealed.tree.total_blocks() + index, std::move(block));
+}
+
+bool FileContents::PinMatches(std::span<const TreeBlock> pins, uint64_t first, size_t i,
+                              ByteSpan unit) const {
+  const PageGeometry& g = layer_.geometry_;
+  const uint64_t per = verity::PinsPerBlock(g);
+  const uint64_t index = first + i;
+  const uint8_t* pin = pins[index / per - first / per]->data() + verity::kPinBlockHeader +
+                       (index % per) * g.nonce_size();
+  return std::memcmp(pin, unit.data(), g.nonce_size()) == 0;
 }
 
 Result<FileContents::TreeBlock> FileContents::VerifiedTreeBlock(const Sealed& sealed,
@@ -178,58 +208,73 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
                                                                         const Key& key,
                                                                         uint64_t first,
                                                                         size_t count) {
-  std::vector<TreeBlock> out;
-  if (sealed.tree.levels() == 0 || count == 0) return out;  // pages check against the root
-  const uint64_t b0 = first / verity::kHashesPerBlock;
-  const uint64_t b1 = (first + count - 1) / verity::kHashesPerBlock;
-  out.resize(static_cast<size_t>(b1 - b0 + 1));
+  if (sealed.tree.levels() == 0 || count == 0) return std::vector<TreeBlock>{};  // the root
   const uint64_t start = sealed.tree.level_start(0);
+  const SideRun run{start, sealed.layout.tree_first_unit + start, sealed.tree.blocks_in_level(0)};
+  return SideBlocks(
+      sealed, run, first / verity::kHashesPerBlock, (first + count - 1) / verity::kHashesPerBlock,
+      [&](uint64_t b, ByteSpan unit) { return OpenTreeBlock(sealed, key, 0, b, unit); });
+}
+
+Result<std::vector<FileContents::TreeBlock>> FileContents::PinBlocks(const Sealed& sealed,
+                                                                     const Key& key, uint64_t first,
+                                                                     size_t count) {
+  if (count == 0) return std::vector<TreeBlock>{};
+  const uint64_t per = verity::PinsPerBlock(layer_.geometry_);
+  const SideRun run{sealed.tree.total_blocks(), sealed.layout.pin_first_unit,
+                    sealed.layout.pin_blocks};
+  return SideBlocks(sealed, run, first / per, (first + count - 1) / per,
+                    [&](uint64_t b, ByteSpan unit) { return OpenPinBlock(sealed, key, b, unit); });
+}
+
+Result<std::vector<FileContents::TreeBlock>> FileContents::SideBlocks(
+    const Sealed& sealed, const SideRun& run, uint64_t b0, uint64_t b1,
+    const std::function<Result<TreeBlock>(uint64_t, ByteSpan)>& open) {
+  std::vector<TreeBlock> out(static_cast<size_t>(b1 - b0 + 1));
   uint64_t lo = UINT64_MAX, hi = 0;
   bool sequential = true;  // a read from the start, or whose first missing block follows a kept one
   {
     std::lock_guard lock(sealed.mu);
     for (uint64_t b = b0; b <= b1; ++b) {
-      if (auto it = sealed.verified.find(start + b); it != sealed.verified.end()) {
+      if (auto it = sealed.verified.find(run.cache_start + b); it != sealed.verified.end()) {
         out[b - b0] = it->second;
       } else {
         lo = std::min(lo, b);
         hi = b;
       }
     }
-    if (lo != UINT64_MAX && lo > 0) sequential = sealed.verified.count(start + lo - 1) != 0;
+    if (lo != UINT64_MAX && lo > 0)
+      sequential = sealed.verified.count(run.cache_start + lo - 1) != 0;
   }
   if (lo == UINT64_MAX) return out;
-  // The missing level-0 blocks are adjacent on disk: one read for all of them, and for the
-  // next ones too. The tree sits far from the data, so a sequential reader fetching one block
-  // per 512 KiB of data would add a seek every 512 KiB; this way it is one per 16 MiB.
-  hi = std::max(hi, std::min(lo + kTreeReadAheadBlocks, sealed.tree.blocks_in_level(0)) - 1);
+  // The missing blocks are adjacent on disk: one read for all of them, and for the next ones
+  // too. They sit far from the data, so a sequential reader fetching one block per 512 KiB of
+  // data (a level-0 block; a pin block covers more) would add a seek that often; this way it
+  // is one per 32 blocks.
+  hi = std::max(hi, std::min(lo + kSideReadAheadBlocks, run.count) - 1);
   const PageGeometry& g = layer_.geometry_;
   const size_t unit = g.unit_size();
-  // A sequential reader will want the chunk after this one once it has read the next 16 MiB of
-  // data: ask for it now, so that the backing filesystem reads it in the background and the
-  // reader does not wait for a seek to the tree every 16 MiB. (A random reader does not ask.)
-  const uint64_t level_blocks = sealed.tree.blocks_in_level(0);
-  if (sequential && hi + 1 < level_blocks) {
-    const uint64_t next_end = std::min(hi + 1 + kTreeReadAheadBlocks, level_blocks);
-    backing_->WillNeed(g.UnitOffset(sealed.layout.tree_first_unit + start + hi + 1),
-                       (next_end - hi - 1) * unit);
+  // A sequential reader will want the chunk after this one once it has read as far: ask for it
+  // now, so that the backing filesystem reads it in the background and the reader does not
+  // wait for a seek. (A random reader does not ask.)
+  if (sequential && hi + 1 < run.count) {
+    const uint64_t next_end = std::min(hi + 1 + kSideReadAheadBlocks, run.count);
+    backing_->WillNeed(g.UnitOffset(run.first_unit + hi + 1), (next_end - hi - 1) * unit);
   }
   std::vector<uint8_t> units(static_cast<size_t>(hi - lo + 1) * unit);
-  SIGILFS_ASSIGN_OR_RETURN(
-      size_t got,
-      backing_->ReadAt(units, g.UnitOffset(sealed.layout.tree_first_unit + start + lo)));
+  SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(units, g.UnitOffset(run.first_unit + lo)));
   Count(PageCounter::kBackingBytesRead, got);
   // Read-ahead blocks already verified and kept are not opened again.
-  auto cached = [&sealed](uint64_t stored) {
+  auto cached = [&](uint64_t b) {
     std::lock_guard lock(sealed.mu);
-    return sealed.verified.count(stored) != 0;
+    return sealed.verified.count(run.cache_start + b) != 0;
   };
   for (uint64_t b = lo; b <= hi; ++b) {
     const bool needed = b <= b1;
-    if (needed ? out[b - b0] != nullptr : cached(start + b)) continue;
+    if (needed ? out[b - b0] != nullptr : cached(b)) continue;
     const size_t at = static_cast<size_t>(b - lo) * unit;
     const ByteSpan piece = ByteSpan(units).first(got).subspan(std::min(at, got));
-    auto block = OpenTreeBlock(sealed, key, 0, b, piece.first(std::min(unit, piece.size())));
+    auto block = open(b, piece.first(std::min(unit, piece.size())));
     if (!needed) {
       if (!block.ok()) break;  // read ahead only: a damaged block fails the read that needs it
       continue;
@@ -238,6 +283,13 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Se
     out[b - b0] = std::move(block).value();
   }
   return out;
+}
+
+FileContents::TreeBlock FileContents::Keep(const Sealed& sealed, uint64_t key, TreeBlock block) {
+  std::lock_guard lock(sealed.mu);
+  if (sealed.verified.size() >= Sealed::kMaxCachedBlocks) sealed.verified.clear();
+  sealed.verified.emplace(key, block);
+  return block;
 }
 
 void FileContents::CheckPages(const Sealed& sealed, std::span<const TreeBlock> level0,
@@ -300,6 +352,10 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     // this one's pieces are each read, opened and hashed by whichever core is free (one
     // hand-off per piece, not one per phase).
     std::vector<verity::Digest> hashes(static_cast<size_t>(pages));
+    // The nonce of every data unit hashed, to pin in the pin blocks.
+    const bool pinned = layer_.options_.verity_pins;
+    const size_t ns = g.nonce_size();
+    std::vector<uint8_t> nonces(pinned ? static_cast<size_t>(pages) * ns : 0);
     std::vector<uint8_t> chunk(kSealChunkPages * kPageSize);
     std::vector<uint8_t*> dest(kSealChunkPages);
     for (size_t i = 0; i < dest.size(); ++i) dest[i] = chunk.data() + i * kPageSize;
@@ -315,8 +371,12 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
       layer_.pool_->ForEachDynamic(pieces, [&](size_t piece) {
         const size_t b = piece * kSealPiecePages, e = std::min(n, b + kSealPiecePages);
         size_t good = 0;
+        const MutableByteSpan piece_nonces =
+            pinned
+                ? MutableByteSpan(nonces).subspan(static_cast<size_t>(first + b) * ns, (e - b) * ns)
+                : MutableByteSpan();
         results[piece] = LoadPages(key.get(), first + b, e - b, data_size,
-                                   std::span(dest).subspan(b, e - b), good);
+                                   std::span(dest).subspan(b, e - b), good, piece_nonces);
         if (!results[piece].ok()) return;
         size_t i = b;
         for (; i + 1 < e; i += 2)
@@ -333,24 +393,47 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
 
     const verity::Tree tree = verity::BuildTree(tree_layout, hasher, hashes);
     const verity::Descriptor descriptor = verity::EncodeDescriptor(data_size, tree.root, salt);
-    const verity::SealedLayout layout = verity::LayoutOf(g, data_size);
-    const std::vector<uint8_t> record_plain = verity::EncodeRecord(descriptor, layout.tree_blocks);
+    const verity::SealedLayout layout = verity::LayoutOf(g, data_size, pinned);
+    const std::vector<uint8_t> record_plain =
+        verity::EncodeRecord(descriptor, layout.tree_blocks, layout.pin_blocks);
     SIGILFS_ASSIGN_OR_RETURN(verity::Record record, verity::DecodeRecord(record_plain));
 
-    // Tree blocks and the record, sealed with the file's key under their own unit kinds.
+    // Pin blocks: the root, then the nonces of the pages each covers.
+    const size_t tree_n = static_cast<size_t>(layout.tree_blocks);
+    const size_t pin_n = static_cast<size_t>(layout.pin_blocks);
+    const size_t per = verity::PinsPerBlock(g);
+    std::vector<uint8_t> pins(pin_n * kPageSize, 0);
+    for (size_t j = 0; j < pin_n; ++j) {
+      uint8_t* block = pins.data() + j * kPageSize;
+      std::memcpy(block, tree.root.data(), verity::kPinBlockHeader);
+      const size_t from = j * per * ns;
+      std::memcpy(block + verity::kPinBlockHeader, nonces.data() + from,
+                  std::min(per * ns, nonces.size() - from));
+    }
+
+    // Tree blocks, the record and the pin blocks, back to back, sealed with the file's key
+    // under their own unit kinds.
     const size_t unit = g.unit_size();
-    std::vector<uint8_t> units(static_cast<size_t>(layout.tree_blocks + 1) * unit);
-    std::vector<Status> sealed_ok(static_cast<size_t>(layout.tree_blocks));
+    std::vector<uint8_t> units((tree_n + 1 + pin_n) * unit);
+    auto unit_at = [&](size_t k) { return MutableByteSpan(units).subspan(k * unit, unit); };
+    std::vector<Status> sealed_ok(tree_n + pin_n);
     layer_.pool_->ParallelFor(sealed_ok.size(), 32, [&](size_t b, size_t e) {
-      for (size_t j = b; j < e; ++j)
-        sealed_ok[j] = key->codec.Seal(j, UnitKind::kTreeBlock, j + 1 == sealed_ok.size(),
-                                       ByteSpan(tree.blocks).subspan(j * kPageSize, kPageSize),
-                                       MutableByteSpan(units).subspan(j * unit, unit));
+      for (size_t k = b; k < e; ++k) {
+        if (k < tree_n) {
+          sealed_ok[k] =
+              key->codec.Seal(k, UnitKind::kTreeBlock, k + 1 == tree_n,
+                              ByteSpan(tree.blocks).subspan(k * kPageSize, kPageSize), unit_at(k));
+        } else {
+          const size_t j = k - tree_n;
+          sealed_ok[k] = key->codec.Seal(j, UnitKind::kPinBlock, j + 1 == pin_n,
+                                         ByteSpan(pins).subspan(j * kPageSize, kPageSize),
+                                         unit_at(tree_n + 1 + j));
+        }
+      }
     });
     for (const Status& s : sealed_ok) SIGILFS_RETURN_IF_ERROR(s);
-    SIGILFS_RETURN_IF_ERROR(key->codec.Seal(
-        0, UnitKind::kSealedRecord, true, record_plain,
-        MutableByteSpan(units).subspan(static_cast<size_t>(layout.tree_blocks) * unit, unit)));
+    SIGILFS_RETURN_IF_ERROR(
+        key->codec.Seal(0, UnitKind::kSealedRecord, true, record_plain, unit_at(tree_n)));
 
     // Order matters for crash safety: the trailer first (the file takes its sealed length, so
     // an interrupted seal is recognized and undone on open), then tree and record, then the
@@ -368,7 +451,8 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     const ByteSpan u[] = {units};
     SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(u, g.UnitOffset(layout.tree_first_unit)));
     SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
-    EncodeFileHeader(FileHeader{kFileFormatVersion, kFileFlagSealed, key->nonce}, header);
+    const uint16_t flags = kFileFlagSealed | (layout.pin_blocks > 0 ? kFileFlagPinned : 0);
+    EncodeFileHeader(FileHeader{kFileFormatVersion, flags, key->nonce}, header);
     const ByteSpan h[] = {header};
     SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
     SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
@@ -404,7 +488,8 @@ Status FileContents::VerifyAll() {
   for (int level = sealed->tree.levels() - 1; level >= 0; --level)
     for (uint64_t i = 0; i < sealed->tree.blocks_in_level(level); ++i)
       SIGILFS_RETURN_IF_ERROR(VerifiedTreeBlock(*sealed, *key, level, i).status());
-  // Every data page, each checked against the tree.
+  // Every data page, each checked against the tree (and its pin: reads of a file sealed with
+  // pins check only those, so this is where the tree itself is checked against the data).
   const uint64_t pages = sealed->tree.data_blocks();
   std::vector<uint8_t> chunk(kSealChunkPages * kPageSize);
   std::vector<uint8_t*> dest(kSealChunkPages);
@@ -414,6 +499,17 @@ Status FileContents::VerifyAll() {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunkPages, pages - first));
     size_t good = 0;
     s = LoadPages(key.get(), first, n, sealed->layout.data_size, std::span(dest).first(n), good);
+    if (!s.ok() || !sealed->pinned()) continue;
+    auto level0 = Level0Blocks(*sealed, *key, first, n);
+    if (!level0.ok()) {
+      s = level0.status();
+      continue;
+    }
+    std::vector<Status> results(n);
+    CheckPages(*sealed, *level0, first, 0, n, dest, results);
+    for (size_t i = 0; i < n && s.ok(); ++i)
+      if (!results[i].ok())
+        s = results[i].WithContext(label_ + ": page " + std::to_string(first + i));
   }
   crypt::SecureWipe(chunk);
   return s;

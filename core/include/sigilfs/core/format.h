@@ -21,7 +21,12 @@ using FileNonce = std::array<uint8_t, kFileNonceSize>;
 
 // Header flag bits. Unknown bits make a header unreadable (a newer format feature).
 inline constexpr uint16_t kFileFlagSealed = 0x0001;  // fs-verity tree and record follow the data
-inline constexpr uint16_t kKnownFileFlags = kFileFlagSealed;
+// With kFileFlagSealed: the data units' nonces are pinned after the record (docs/format.md,
+// "Sealed files"). Only ever set together with kFileFlagSealed; older builds refuse the file as
+// a newer format instead of taking its longer layout for damage.
+inline constexpr uint16_t kFileFlagPinned = 0x0002;
+inline constexpr uint16_t kFileFlagsSeal = kFileFlagSealed | kFileFlagPinned;
+inline constexpr uint16_t kKnownFileFlags = kFileFlagsSeal;
 
 struct FileHeader {
   uint16_t version = kFileFormatVersion;
@@ -38,6 +43,7 @@ enum class UnitKind : uint8_t {
   kDataPage = 1,
   kTreeBlock = 2,     // fs-verity Merkle tree block
   kSealedRecord = 3,  // fs-verity descriptor record
+  kPinBlock = 4,      // nonces of a sealed file's data units
 };
 
 inline constexpr size_t kUnitAdSize = kFileNonceSize + 8 + 1 + 1;

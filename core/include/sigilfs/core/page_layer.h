@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,11 @@ struct PageLayerOptions {
   size_t writeback_pages = 256;   // dirty pages that trigger write-back inside a write
   bool strict_holes = false;      // refuse all-zero pages (EIO) instead of reading zeros
   bool force_rmw = false;         // benchmark/test switch: always read before writing a page
-  unsigned crypto_threads = 0;    // workers for large batches; 0 = one per core
+  // Sealing pins every data unit's nonce, so reads of the sealed file compare nonces instead of
+  // hashing pages (docs/design.md, "Pinned nonces"). Off: seal as sigilfs did before pins, with
+  // reads checked against the tree (for tests of such files, and to measure the difference).
+  bool verity_pins = true;
+  unsigned crypto_threads = 0;  // workers for large batches; 0 = one per core
 };
 
 // What the page layer did, for tests, benchmarks and the daemon's stats file.
@@ -54,6 +59,7 @@ enum class PageCounter : int {
   kWritebacks,            // write-back batches
   kVerityPagesVerified,   // data pages of sealed files checked against their Merkle tree
   kVerityTreeBlocksRead,  // tree blocks read, opened and checked (then cached)
+  kVerityPinBlocksRead,   // pin blocks read, opened and checked (then cached)
   kCount,
 };
 std::string_view PageCounterName(PageCounter c);
@@ -186,6 +192,25 @@ class FileContents {
   using TreeBlock = std::shared_ptr<const std::array<uint8_t, verity::kBlockSize>>;
   Result<std::vector<TreeBlock>> Level0Blocks(const Sealed& sealed, const Key& key, uint64_t first,
                                               size_t count);
+  // Verified pin blocks for the data pages [first, first + count) of a file sealed with pins.
+  Result<std::vector<TreeBlock>> PinBlocks(const Sealed& sealed, const Key& key, uint64_t first,
+                                           size_t count);
+  // Blocks [b0, b1] of a run of side units (level-0 tree blocks or pin blocks): the cached ones,
+  // the others read with one call (with the next ones) and opened by `open`, which caches them.
+  struct SideRun {
+    uint64_t cache_start;  // cache key of the run's block 0 (Sealed::verified)
+    uint64_t first_unit;   // unit index of its block 0
+    uint64_t count;        // blocks in the run
+  };
+  Result<std::vector<TreeBlock>> SideBlocks(
+      const Sealed& sealed, const SideRun& run, uint64_t b0, uint64_t b1,
+      const std::function<Result<TreeBlock>(uint64_t, ByteSpan)>& open);
+  // Caches a verified side block under `key` (Sealed::verified) and returns it.
+  static TreeBlock Keep(const Sealed& sealed, uint64_t key, TreeBlock block);
+  Result<TreeBlock> OpenPinBlock(const Sealed& sealed, const Key& key, uint64_t index,
+                                 ByteSpan unit);
+  // True if `unit`, data page first + i, carries the nonce pinned for it in `pins`.
+  bool PinMatches(std::span<const TreeBlock> pins, uint64_t first, size_t i, ByteSpan unit) const;
   // Opens tree block `index` of `level` from its sealed unit and checks it against its parent.
   Result<TreeBlock> OpenTreeBlock(const Sealed& sealed, const Key& key, int level, uint64_t index,
                                   ByteSpan unit);
@@ -208,8 +233,9 @@ class FileContents {
 
   Result<std::shared_ptr<const Key>> MakeKey(const FileNonce& nonce) const;
   Result<std::shared_ptr<const Key>> EnsureKeyLocked();
+  // `nonces`, when given, receives each stored page's nonce (nonce_size() bytes per page).
   Status LoadPages(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
-                   std::span<uint8_t* const> dest, size_t& good);
+                   std::span<uint8_t* const> dest, size_t& good, MutableByteSpan nonces = {});
   Status LoadPageBuffers(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
                          std::vector<PageBuffer>& out);
   Status EnsureCachedLocked(uint64_t index);

@@ -84,33 +84,52 @@ Digest FileDigest(const Descriptor& descriptor);
 
 // Where a sealed cipher file keeps everything: the data units as in any file, then the tree
 // blocks as units from the next 64 KiB boundary of the unit grid, then the record unit, then
-// an 8-byte trailer (le64 data size) that makes the length tell a sealed file from an unsealed
-// one (no unsealed length leaves 1..overhead bytes after the last whole unit).
+// (in files sealed with pins) the pin blocks, then an 8-byte trailer (le64 data size) that makes
+// the length tell a sealed file from an unsealed one (no unsealed length leaves 1..overhead
+// bytes after the last whole unit).
 struct SealedLayout {
   uint64_t data_size = 0;
   uint64_t data_pages = 0;
   uint64_t tree_first_unit = 0;  // unit index of stored tree block 0
   uint64_t tree_blocks = 0;
   uint64_t record_unit = 0;
+  uint64_t pin_first_unit = 0;  // unit index of pin block 0 (record_unit + 1)
+  uint64_t pin_blocks = 0;      // 0 in files sealed without pins, and for empty files
   uint64_t cipher_size = 0;
 };
 inline constexpr uint64_t kTreeAlignUnits = 16;  // 64 KiB of plaintext
 inline constexpr size_t kTrailerSize = 8;
-SealedLayout LayoutOf(const PageGeometry& geometry, uint64_t data_size);
+SealedLayout LayoutOf(const PageGeometry& geometry, uint64_t data_size, bool pinned);
 // True if a cipher file of this length can only be a sealed one (or an interrupted seal).
 bool LooksSealed(const PageGeometry& geometry, uint64_t cipher_size);
-// The layout a sealed file's trailer (its last kTrailerSize bytes) states; kCorrupt unless it
-// accounts for exactly `cipher_size` bytes.
+// The layout a sealed file's trailer (its last kTrailerSize bytes) states, with or without pins,
+// whichever accounts for exactly `cipher_size` bytes; kCorrupt if neither does.
 Result<SealedLayout> LayoutFromTrailer(const PageGeometry& geometry, uint64_t cipher_size,
                                        ByteSpan trailer);
 
-// The record's plaintext (one full unit): the descriptor, then le64 tree block count, zeros.
+// Pin blocks: the nonce of every data unit as sealed, so a read can tell the sealed version of a
+// page from any other by comparing nonces (docs/design.md, "Pinned nonces"). Each block's
+// plaintext is the root hash (binding it to this seal's tree), then the nonces of
+// PinsPerBlock() consecutive data pages, zero-padded; a hole's nonce is pinned as zeros.
+inline constexpr size_t kPinBlockHeader = kDigestSize;
+inline size_t PinsPerBlock(const PageGeometry& geometry) {
+  return (kBlockSize - kPinBlockHeader) / geometry.nonce_size();
+}
+inline uint64_t PinBlockCount(const PageGeometry& geometry, uint64_t data_pages) {
+  const uint64_t per = PinsPerBlock(geometry);
+  return (data_pages + per - 1) / per;
+}
+
+// The record's plaintext (one full unit): the descriptor, le64 tree block count, le64 pin block
+// count, zeros.
 inline constexpr size_t kRecordSize = kPageSize;
-std::vector<uint8_t> EncodeRecord(const Descriptor& descriptor, uint64_t tree_blocks);
+std::vector<uint8_t> EncodeRecord(const Descriptor& descriptor, uint64_t tree_blocks,
+                                  uint64_t pin_blocks);
 struct Record {
   Descriptor descriptor{};
   DecodedDescriptor decoded;
   uint64_t tree_blocks = 0;
+  uint64_t pin_blocks = 0;  // checked against the layout by the reader, who knows the geometry
 };
 Result<Record> DecodeRecord(ByteSpan in);
 
