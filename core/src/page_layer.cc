@@ -250,17 +250,23 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   }
   if (key == nullptr) return Status(Code::kInternal, label_ + ": no key for stored pages");
 
-  // A sealed file's pages are checked against their pins (each unit's nonce must be the one
-  // sealed), or in files sealed without pins against the tree: the pin blocks or level-0 tree
-  // blocks come first, read together (nearly all tree I/O is level 0 at 128 hashes per block).
+  // A sealed file's pages are checked against the tree: the level-0 blocks that cover them come
+  // first, read together (nearly all tree I/O is level 0 at 128 hashes per block) and each
+  // checked up to the root. Then each page: in a file sealed with pins, its unit must carry the
+  // nonce pinned for it (the pins begin with the root hash); in one sealed without, the hash of
+  // its plaintext must be its level-0 entry.
   const Sealed* sealed = sealed_.load(std::memory_order_acquire);
   const bool pinned = sealed != nullptr && sealed->pinned();
-  std::vector<TreeBlock> side;  // pin blocks, or level-0 tree blocks
+  std::vector<TreeBlock> level0, pins;
   if (sealed) {
-    auto blocks = pinned ? PinBlocks(*sealed, *key, first, on_disk)
-                         : Level0Blocks(*sealed, *key, first, on_disk);
+    auto blocks = Level0Blocks(*sealed, *key, first, on_disk);
     if (!blocks.ok()) return blocks.status();
-    side = std::move(blocks).value();
+    level0 = std::move(blocks).value();
+  }
+  if (pinned) {
+    auto blocks = PinBlocks(*sealed, *key, first, on_disk);
+    if (!blocks.ok()) return blocks.status();
+    pins = std::move(blocks).value();
   }
 
   const uint64_t start = g.UnitOffset(first);
@@ -309,7 +315,7 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
         std::memcpy(nonces.data() + i * g.nonce_size(), unit.data(), g.nonce_size());
       // Before anything else: a hole is pinned as a zero nonce, so zeros where the seal saw
       // data (or data where it saw a hole) fail here too.
-      if (pinned && !PinMatches(side, first, i, unit)) {
+      if (pinned && !PinMatches(pins, first, i, unit)) {
         results[i] = Status(Code::kAuthFailed, "not the version of the page that was sealed");
         continue;
       }
@@ -325,7 +331,7 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
       results[i] = key->codec.Open(index, UnitKind::kDataPage, last, unit, {page, plain_len});
       std::memset(page + plain_len, 0, kPageSize - plain_len);
     }
-    if (sealed && !pinned) CheckPages(*sealed, side, first, b, e, dest, results);
+    if (sealed && !pinned) CheckPages(*sealed, level0, first, b, e, dest, results);
   });
   if (sealed) Count(PageCounter::kVerityPagesVerified, on_disk);
   Count(PageCounter::kBackingBytesRead, bytes.load());
