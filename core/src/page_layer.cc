@@ -242,7 +242,7 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   const PageGeometry& g = layer_.geometry_;
   const uint64_t disk_pages = PageGeometry::PageCount(disk_size);
   const uint64_t disk_end = std::min<uint64_t>(first + count, disk_pages);
-  const size_t on_disk = disk_end > first ? static_cast<size_t>(disk_end - first) : 0;
+  size_t on_disk = disk_end > first ? static_cast<size_t>(disk_end - first) : 0;
   for (size_t i = on_disk; i < count; ++i) std::memset(dest[i], 0, kPageSize);
   if (on_disk == 0) {
     good = count;
@@ -255,22 +255,38 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   // checked up to the root. Then each page: in a file sealed with pins, its unit must carry the
   // nonce pinned for it (the pins begin with the root hash); in one sealed without, the hash of
   // its plaintext must be its level-0 entry.
+  // A damaged side block after the first one needed only shortens the load: the pages before
+  // the ones it covers still read (the partial-read rule), and the first page it covers fails.
   const Sealed* sealed = sealed_.load(std::memory_order_acquire);
   const bool pinned = sealed != nullptr && sealed->pinned();
   std::vector<TreeBlock> level0, pins;
+  Status cut;  // why the load stops at page first + on_disk, if it does
+  auto shorten = [&](const Status& failure, size_t blocks, uint64_t per_block) {
+    if (failure.ok()) return;
+    const size_t covered = static_cast<size_t>((first / per_block + blocks) * per_block - first);
+    if (covered < on_disk) {
+      on_disk = covered;
+      cut = failure;
+    }
+  };
   if (sealed) {
-    auto blocks = Level0Blocks(*sealed, *key, first, on_disk);
+    Status later;
+    auto blocks = Level0Blocks(*sealed, *key, first, on_disk, later);
     if (!blocks.ok()) return blocks.status();
     level0 = std::move(blocks).value();
+    shorten(later, level0.size(), verity::kHashesPerBlock);
   }
   if (pinned) {
-    auto blocks = PinBlocks(*sealed, *key, first, on_disk);
+    Status later;
+    auto blocks = PinBlocks(*sealed, *key, first, on_disk, later);
     if (!blocks.ok()) return blocks.status();
     pins = std::move(blocks).value();
+    shorten(later, pins.size(), verity::PinsPerBlock(g));
   }
 
+  const uint64_t load_end = first + on_disk;
   const uint64_t start = g.UnitOffset(first);
-  const uint64_t end = disk_end == disk_pages ? g.CipherSize(disk_size) : g.UnitOffset(disk_end);
+  const uint64_t end = load_end == disk_pages ? g.CipherSize(disk_size) : g.UnitOffset(load_end);
   // A per-thread buffer that only grows: allocating (and zero-filling) one per load cost more
   // than reading into it. It holds ciphertext only.
   thread_local std::vector<uint8_t> read_buffer;
@@ -342,6 +358,10 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
       good = i;
       return results[i].WithContext(label_ + ": page " + std::to_string(first + i));
     }
+  }
+  if (!cut.ok()) {
+    good = on_disk;
+    return cut.WithContext(label_ + ": page " + std::to_string(first + on_disk));
   }
   good = count;
   return Status::Ok();

@@ -215,6 +215,11 @@ TEST_P(VerityTest, ATamperedTreeBlockFailsThePagesBelowIt) {
   auto bad = ReadRange(*f, 128 * 4096, 4096);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kAuthFailed);
+  // A read that runs into the damaged block returns the pages before it.
+  auto partial = ReadRange(*f, 126 * 4096, 4 * 4096);
+  ASSERT_TRUE(partial.ok()) << partial.status().ToString();
+  EXPECT_TRUE(*partial ==
+              std::vector<uint8_t>(plain.begin() + 126 * 4096, plain.begin() + 128 * 4096));
   auto all = f->VerifyAll();
   ASSERT_FALSE(all.ok());
   EXPECT_EQ(all.code(), Code::kAuthFailed);
@@ -239,7 +244,84 @@ TEST_P(VerityPinsTest, ATamperedPinBlockFailsThePagesItCovers) {
     ASSERT_FALSE(bad.ok()) << page;
     EXPECT_EQ(bad.status().code(), Code::kAuthFailed);
   }
+  // A read that runs into the damaged block returns the pages before it.
+  auto partial = ReadRange(*f, (per - 2) * 4096, 4 * 4096);
+  ASSERT_TRUE(partial.ok()) << partial.status().ToString();
+  EXPECT_TRUE(*partial == std::vector<uint8_t>(plain.begin() + static_cast<long>((per - 2) * 4096),
+                                               plain.begin() + static_cast<long>(per * 4096)));
   EXPECT_FALSE(f->VerifyAll().ok());
+}
+
+// Files whose pages fill their last pin block exactly, or spill one page into a new one.
+TEST_P(VerityPinsTest, PinBlocksFilledExactlyOrByOnePage) {
+  const uint64_t per = verity::PinsPerBlock(geometry());
+  for (uint64_t bytes : {per * 4096 - 1, per * 4096, per * 4096 + 1, (per + 1) * 4096}) {
+    SCOPED_TRACE(bytes);
+    const std::string name = "f" + std::to_string(bytes);
+    const auto plain = Pattern(bytes, static_cast<uint32_t>(bytes));
+    EXPECT_EQ(MakeSealed(name, plain), OracleDigest(plain, {}));
+    const auto layout = verity::LayoutOf(geometry(), plain.size(), true);
+    EXPECT_EQ(layout.pin_blocks, bytes > per * 4096 ? 2u : 1u);
+    EXPECT_EQ(backend_.Raw(name).size(), layout.cipher_size);
+    auto f = Open(name);
+    EXPECT_TRUE(*ReadRange(*f, 0, plain.size()) == plain);
+    EXPECT_TRUE(f->VerifyAll().ok());
+  }
+}
+
+// A file sealed without pins cannot be made to claim some: the flag and an extra unit give the
+// length of a pinned file, but the record says there are none.
+TEST_P(VerityPinsTest, PinsCannotBeClaimedForAFileSealedWithout) {
+  const auto plain = Pattern(5000, 27);
+  {
+    PageLayer old_layer(std::get<1>(GetParam()), key_, Options(false));
+    auto f = std::move(old_layer.Open(backend_.Open("a"), "a")).value();
+    ASSERT_EQ(*f->Write(0, plain), plain.size());
+    ASSERT_TRUE(f->EnableVerity({}).ok());
+  }
+  auto raw = backend_.Raw("a");
+  const auto layout = verity::LayoutOf(geometry(), plain.size(), true);
+  std::vector<uint8_t> unit(geometry().unit_size());
+  crypt::RandomBytes(unit);
+  raw.insert(raw.end() - verity::kTrailerSize, unit.begin(), unit.end());
+  ASSERT_EQ(raw.size(), layout.cipher_size);
+  for (uint8_t flags : {kFileFlagsSeal, kFileFlagSealed}) {
+    raw[10] = flags;
+    backend_.SetRaw("a", raw);
+    EXPECT_FALSE(layer_->Open(backend_.Open("a"), "a").ok()) << int{flags};
+  }
+}
+
+// A page that was a hole when the file was sealed is pinned as zeros: a unit of that page
+// written before (which still opens under the file key) is refused.
+TEST_P(VerityPinsTest, DataWhereAHoleWasSealedIsRefused) {
+  auto plain = Pattern(4 * 4096, 28);
+  {
+    auto f = Open("a");
+    ASSERT_EQ(*f->Write(0, plain), plain.size());
+    ASSERT_TRUE(f->Flush().ok());
+  }
+  const auto written = backend_.Raw("a");
+  auto raw = written;
+  const uint64_t at = geometry().UnitOffset(1);
+  std::fill(raw.begin() + static_cast<long>(at),
+            raw.begin() + static_cast<long>(at + geometry().unit_size()), 0);
+  backend_.SetRaw("a", raw);  // page 1 a hole
+  std::fill(plain.begin() + 4096, plain.begin() + 2 * 4096, 0);
+  {
+    auto f = Open("a");
+    ASSERT_TRUE(f->EnableVerity({}).ok());
+    EXPECT_TRUE(*ReadRange(*f, 0, plain.size()) == plain);
+  }
+  raw = backend_.Raw("a");
+  std::copy(written.begin() + static_cast<long>(at),
+            written.begin() + static_cast<long>(at + geometry().unit_size()),
+            raw.begin() + static_cast<long>(at));
+  backend_.SetRaw("a", raw);
+  auto f = Open("a");
+  auto r = ReadRange(*f, 4096, 4096);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kAuthFailed);
 }
 
 // The length, the header flag and the (authenticated) record must agree on the pins: a table

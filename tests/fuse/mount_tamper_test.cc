@@ -255,11 +255,15 @@ class MountTamperTest : public ::testing::Test {
   }
 
   // Byte offsets to change in a cipher file: all in the long run; by default the first 96 and
-  // last 384 (header, first nonce, a sealed file's pins and trailer) and every 211th in between.
-  static std::vector<size_t> Offsets(size_t size) {
+  // last 384 (header, first nonce, a sealed file's pins and trailer), the first and last 96 of
+  // [dense_from, dense_to) (a sealed file's record) and every 211th in between.
+  static std::vector<size_t> Offsets(size_t size, size_t dense_from = 0, size_t dense_to = 0) {
     std::vector<size_t> out;
-    for (size_t i = 0; i < size; ++i)
-      if (LongRun() || i < 96 || i + 384 >= size || i % 211 == 0) out.push_back(i);
+    for (size_t i = 0; i < size; ++i) {
+      const bool dense =
+          i >= dense_from && i < dense_to && (i < dense_from + 96 || i + 96 >= dense_to);
+      if (LongRun() || i < 96 || i + 384 >= size || dense || i % 211 == 0) out.push_back(i);
+    }
     return out;
   }
 
@@ -334,7 +338,9 @@ TEST_F(MountTamperTest, EveryChangedByteOfAFileGivesTheDataOrAnError) {
     const size_t unit = (size - kFileHeader - 8) / 19;
     const size_t padding_from = kFileHeader + unit + (5000 - 4096) + (unit - 4096);
     const size_t padding_to = kFileHeader + 16 * unit;
-    for (const size_t at : Offsets(size)) {
+    const size_t record_from = kFileHeader + 17 * unit;
+    for (const size_t at :
+         sealed ? Offsets(size, record_from, record_from + unit) : Offsets(size)) {
       const std::string what = file.filename().string() + " byte " + std::to_string(at);
       // A directory's IV file beside its attribute copy is the copy for backups that drop
       // attributes: the mount reads the attribute, so a change leaves the data whole, and

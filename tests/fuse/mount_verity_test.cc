@@ -335,13 +335,18 @@ TEST(MountVerityTest, ATamperedRecordOrCutFileFailsTheOpen) {
   vault.Unmount();
   const std::string cipher = OnlyCipherFile(vault);
   const auto size = fs::file_size(cipher);
-  FlipByte(cipher, size - 8 - kUnit + 100);  // inside the record
+  // The last units: the record, then one pin block (20000 bytes are 5 pages), then the trailer.
+  const uint64_t record = size - 8 - 2 * kUnit;
+  FlipByte(cipher, record + 100);
   vault.Mount();
   int error = 0;
   EXPECT_TRUE(ReadFile(vault.path("a"), &error).empty());
   EXPECT_EQ(error, EIO);
+  // The open itself fails, not only the reads.
+  EXPECT_LT(::open(vault.path("a").c_str(), O_RDONLY), 0);
+  EXPECT_EQ(errno, EIO);
   vault.Unmount();
-  FlipByte(cipher, size - 8 - kUnit + 100);  // repaired
+  FlipByte(cipher, record + 100);  // repaired
   fs::resize_file(cipher, size - 4096);
   vault.Mount();
   EXPECT_TRUE(ReadFile(vault.path("a"), &error).empty());

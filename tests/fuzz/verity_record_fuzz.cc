@@ -182,17 +182,19 @@ void MakeCorpus(const std::string& dir) {
     }
     WriteSeed(dir, "aes-256-gcm-hole", data->bytes);
   }
-  // A record (the plaintext of a sealed file's record unit) for a 1 MiB file, with its pins
-  // under AES-256-GCM.
+  // A record (the plaintext of a sealed file's record unit) for a 1 MiB file, sealed without
+  // pins and with them under AES-256-GCM.
   verity::Digest root;
   for (size_t i = 0; i < root.size(); ++i) root[i] = static_cast<uint8_t>(i);
   const uint64_t data_size = 1 << 20;
   const std::vector<uint8_t> salt = {1, 2, 3};
+  const verity::Descriptor descriptor = verity::EncodeDescriptor(data_size, root, salt);
+  const uint64_t tree_blocks = verity::TreeLayout(data_size).total_blocks();
   const core::PageGeometry gcm(crypt::AeadNonceSize(AeadAlgorithm::kAes256Gcm));
+  WriteSeed(dir, "record-1MiB", verity::EncodeRecord(descriptor, tree_blocks, 0));
   WriteSeed(
-      dir, "record-1MiB",
-      verity::EncodeRecord(verity::EncodeDescriptor(data_size, root, salt),
-                           verity::TreeLayout(data_size).total_blocks(),
+      dir, "record-1MiB-pins",
+      verity::EncodeRecord(descriptor, tree_blocks,
                            verity::PinBlockCount(gcm, core::PageGeometry::PageCount(data_size))));
 }
 

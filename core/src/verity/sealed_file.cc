@@ -1,5 +1,5 @@
-// Sealed (fs-verity) files in the page layer: sealing a file, loading a sealed one, and checking
-// every page read against its Merkle tree.
+// Sealed (fs-verity) files in the page layer: sealing a file, loading a sealed one, and the tree
+// and pin blocks that every page read is checked against.
 #include <cerrno>
 #include <cstring>
 #include <shared_mutex>
@@ -84,7 +84,7 @@ Status FileContents::LoadSealed(const FileHeader& header, uint64_t cipher_size) 
   return Status::Ok();
 }
 
-// Sealing writes the trailer, then the tree and record past the data, before it sets the
+// Sealing writes the trailer, then the tree, record and pins past the data, before it sets the
 // header's flag. A file whose header is not sealed but whose length is a sealed file's was
 // either interrupted there (a crash) or has a torn tail whose remainder happens to be the
 // trailer's 8 bytes (a crash while it grew). Only a proven seal is undone, by cutting the file
@@ -204,32 +204,31 @@ Result<FileContents::TreeBlock> FileContents::VerifiedTreeBlock(const Sealed& se
   return OpenTreeBlock(sealed, key, level, index, ByteSpan(unit).first(got));
 }
 
-Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(const Sealed& sealed,
-                                                                        const Key& key,
-                                                                        uint64_t first,
-                                                                        size_t count) {
+Result<std::vector<FileContents::TreeBlock>> FileContents::Level0Blocks(
+    const Sealed& sealed, const Key& key, uint64_t first, size_t count, Status& later) {
   if (sealed.tree.levels() == 0 || count == 0) return std::vector<TreeBlock>{};  // the root
   const uint64_t start = sealed.tree.level_start(0);
   const SideRun run{start, sealed.layout.tree_first_unit + start, sealed.tree.blocks_in_level(0)};
   return SideBlocks(
       sealed, run, first / verity::kHashesPerBlock, (first + count - 1) / verity::kHashesPerBlock,
-      [&](uint64_t b, ByteSpan unit) { return OpenTreeBlock(sealed, key, 0, b, unit); });
+      [&](uint64_t b, ByteSpan unit) { return OpenTreeBlock(sealed, key, 0, b, unit); }, later);
 }
 
 Result<std::vector<FileContents::TreeBlock>> FileContents::PinBlocks(const Sealed& sealed,
                                                                      const Key& key, uint64_t first,
-                                                                     size_t count) {
+                                                                     size_t count, Status& later) {
   if (count == 0) return std::vector<TreeBlock>{};
   const uint64_t per = verity::PinsPerBlock(layer_.geometry_);
   const SideRun run{sealed.tree.total_blocks(), sealed.layout.pin_first_unit,
                     sealed.layout.pin_blocks};
-  return SideBlocks(sealed, run, first / per, (first + count - 1) / per,
-                    [&](uint64_t b, ByteSpan unit) { return OpenPinBlock(sealed, key, b, unit); });
+  return SideBlocks(
+      sealed, run, first / per, (first + count - 1) / per,
+      [&](uint64_t b, ByteSpan unit) { return OpenPinBlock(sealed, key, b, unit); }, later);
 }
 
 Result<std::vector<FileContents::TreeBlock>> FileContents::SideBlocks(
     const Sealed& sealed, const SideRun& run, uint64_t b0, uint64_t b1,
-    const std::function<Result<TreeBlock>(uint64_t, ByteSpan)>& open) {
+    const std::function<Result<TreeBlock>(uint64_t, ByteSpan)>& open, Status& later) {
   std::vector<TreeBlock> out(static_cast<size_t>(b1 - b0 + 1));
   uint64_t lo = UINT64_MAX, hi = 0;
   bool sequential = true;  // a read from the start, or whose first missing block follows a kept one
@@ -279,7 +278,12 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::SideBlocks(
       if (!block.ok()) break;  // read ahead only: a damaged block fails the read that needs it
       continue;
     }
-    if (!block.ok()) return block.status();
+    if (!block.ok()) {
+      if (b == b0) return block.status();
+      later = block.status();
+      out.resize(static_cast<size_t>(b - b0));
+      return out;
+    }
     out[b - b0] = std::move(block).value();
   }
   return out;
@@ -500,9 +504,10 @@ Status FileContents::VerifyAll() {
     size_t good = 0;
     s = LoadPages(key.get(), first, n, sealed->layout.data_size, std::span(dest).first(n), good);
     if (!s.ok() || !sealed->pinned()) continue;
-    auto level0 = Level0Blocks(*sealed, *key, first, n);
-    if (!level0.ok()) {
-      s = level0.status();
+    Status later;
+    auto level0 = Level0Blocks(*sealed, *key, first, n, later);
+    if (!level0.ok() || !later.ok()) {
+      s = level0.ok() ? later : level0.status();
       continue;
     }
     std::vector<Status> results(n);

@@ -57,7 +57,7 @@ enum class PageCounter : int {
   kBackingBytesRead,
   kBackingBytesWritten,
   kWritebacks,            // write-back batches
-  kVerityPagesVerified,   // data pages of sealed files checked against their Merkle tree
+  kVerityPagesVerified,   // data pages of sealed files checked (pins, or the Merkle tree)
   kVerityTreeBlocksRead,  // tree blocks read, opened and checked (then cached)
   kVerityPinBlocksRead,   // pin blocks read, opened and checked (then cached)
   kCount,
@@ -188,15 +188,18 @@ class FileContents {
   Result<bool> UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size);
   Result<verity::Record> ReadRecord(const Key& key, const verity::SealedLayout& layout);
   // Verified tree blocks for the data pages [first, first + count) of a sealed file, one per
-  // level-0 block (read together), with their ancestors checked up to the root.
+  // level-0 block (read together), with their ancestors checked up to the root. If a block after
+  // the first fails, the blocks before it come back and `later` says why the rest did not.
   using TreeBlock = std::shared_ptr<const std::array<uint8_t, verity::kBlockSize>>;
   Result<std::vector<TreeBlock>> Level0Blocks(const Sealed& sealed, const Key& key, uint64_t first,
-                                              size_t count);
-  // Verified pin blocks for the data pages [first, first + count) of a file sealed with pins.
+                                              size_t count, Status& later);
+  // Verified pin blocks for the data pages [first, first + count) of a file sealed with pins
+  // (`later` as for Level0Blocks).
   Result<std::vector<TreeBlock>> PinBlocks(const Sealed& sealed, const Key& key, uint64_t first,
-                                           size_t count);
+                                           size_t count, Status& later);
   // Blocks [b0, b1] of a run of side units (level-0 tree blocks or pin blocks): the cached ones,
   // the others read with one call (with the next ones) and opened by `open`, which caches them.
+  // A failure of block b0 is the result; of a later block, `later`, with the blocks before it.
   struct SideRun {
     uint64_t cache_start;  // cache key of the run's block 0 (Sealed::verified)
     uint64_t first_unit;   // unit index of its block 0
@@ -204,7 +207,7 @@ class FileContents {
   };
   Result<std::vector<TreeBlock>> SideBlocks(
       const Sealed& sealed, const SideRun& run, uint64_t b0, uint64_t b1,
-      const std::function<Result<TreeBlock>(uint64_t, ByteSpan)>& open);
+      const std::function<Result<TreeBlock>(uint64_t, ByteSpan)>& open, Status& later);
   // Caches a verified side block under `key` (Sealed::verified) and returns it.
   static TreeBlock Keep(const Sealed& sealed, uint64_t key, TreeBlock block);
   Result<TreeBlock> OpenPinBlock(const Sealed& sealed, const Key& key, uint64_t index,
