@@ -103,6 +103,21 @@ class VerityTest
 
   const PageGeometry& geometry() const { return layer_->geometry(); }
 
+  // Unit `k` of the cipher file `from` put over the same unit of `to` (an older version of it).
+  void CopyUnit(const std::vector<uint8_t>& from, std::vector<uint8_t>& to, uint64_t k) const {
+    const auto at = static_cast<long>(geometry().UnitOffset(k));
+    std::copy(from.begin() + at, from.begin() + at + static_cast<long>(geometry().unit_size()),
+              to.begin() + at);
+  }
+
+  // `name` holding `plain`, sealed by a layer that seals without pins (as before they existed).
+  void SealWithoutPins(const std::string& name, const std::vector<uint8_t>& plain) {
+    PageLayer old_layer(std::get<1>(GetParam()), key_, Options(false));
+    auto f = std::move(old_layer.Open(backend_.Open(name), name)).value();
+    ASSERT_EQ(*f->Write(0, plain), plain.size());
+    ASSERT_TRUE(f->EnableVerity({}).ok());
+  }
+
   std::array<uint8_t, 32> key_;
   TestBackend backend_;
   std::unique_ptr<PageLayer> layer_;
@@ -273,12 +288,7 @@ TEST_P(VerityPinsTest, PinBlocksFilledExactlyOrByOnePage) {
 // length of a pinned file, but the record says there are none.
 TEST_P(VerityPinsTest, PinsCannotBeClaimedForAFileSealedWithout) {
   const auto plain = Pattern(5000, 27);
-  {
-    PageLayer old_layer(std::get<1>(GetParam()), key_, Options(false));
-    auto f = std::move(old_layer.Open(backend_.Open("a"), "a")).value();
-    ASSERT_EQ(*f->Write(0, plain), plain.size());
-    ASSERT_TRUE(f->EnableVerity({}).ok());
-  }
+  SealWithoutPins("a", plain);
   auto raw = backend_.Raw("a");
   const auto layout = verity::LayoutOf(geometry(), plain.size(), true);
   std::vector<uint8_t> unit(geometry().unit_size());
@@ -314,9 +324,7 @@ TEST_P(VerityPinsTest, DataWhereAHoleWasSealedIsRefused) {
     EXPECT_TRUE(*ReadRange(*f, 0, plain.size()) == plain);
   }
   raw = backend_.Raw("a");
-  std::copy(written.begin() + static_cast<long>(at),
-            written.begin() + static_cast<long>(at + geometry().unit_size()),
-            raw.begin() + static_cast<long>(at));
+  CopyUnit(written, raw, 1);
   backend_.SetRaw("a", raw);
   auto f = Open("a");
   auto r = ReadRange(*f, 4096, 4096);
@@ -373,15 +381,9 @@ TEST_P(VerityPinsTest, PinsOfAnEarlierSealAreRefused) {
   const auto layout = verity::LayoutOf(geometry(), plain.size(), true);
   auto mixed = backend_.Raw("a");
   ASSERT_EQ(mixed.size(), first_seal.size());
-  const uint64_t pin_at = geometry().UnitOffset(layout.pin_first_unit);
-  std::copy(first_seal.begin() + static_cast<long>(pin_at),
-            first_seal.begin() + static_cast<long>(pin_at + geometry().unit_size()),
-            mixed.begin() + static_cast<long>(pin_at));
+  CopyUnit(first_seal, mixed, layout.pin_first_unit);
   // Page 2 as the first seal had it, which its old pin would vouch for.
-  const uint64_t page_at = geometry().UnitOffset(2);
-  std::copy(first_seal.begin() + static_cast<long>(page_at),
-            first_seal.begin() + static_cast<long>(page_at + geometry().unit_size()),
-            mixed.begin() + static_cast<long>(page_at));
+  CopyUnit(first_seal, mixed, 2);
   backend_.SetRaw("a", mixed);
   auto g = Open("a");
   auto r = ReadRange(*g, 2 * 4096, 4096);
@@ -393,12 +395,7 @@ TEST_P(VerityPinsTest, PinsOfAnEarlierSealAreRefused) {
 // and refuse an older version of a page, in a layer that seals with pins.
 TEST_P(VerityPinsTest, FilesSealedWithoutPinsReadThroughTheTree) {
   const auto plain = Pattern(200 * 4096 + 7, 26);
-  {
-    PageLayer old_layer(std::get<1>(GetParam()), key_, Options(false));
-    auto f = std::move(old_layer.Open(backend_.Open("a"), "a")).value();
-    ASSERT_EQ(*f->Write(0, plain), plain.size());
-    ASSERT_TRUE(f->EnableVerity({}).ok());
-  }
+  SealWithoutPins("a", plain);
   const auto raw = backend_.Raw("a");
   EXPECT_EQ(raw.size(), verity::LayoutOf(geometry(), plain.size(), false).cipher_size);
   EXPECT_EQ(raw[10], kFileFlagSealed);
@@ -438,10 +435,7 @@ TEST_P(VerityTest, AnOlderVersionOfAPageIsRefused) {
   ASSERT_TRUE(f->EnableVerity({}).ok());
   f.reset();
   auto raw = backend_.Raw("a");
-  const uint64_t at = geometry().UnitOffset(3);
-  std::copy(raw_old.begin() + static_cast<long>(at),
-            raw_old.begin() + static_cast<long>(at + geometry().unit_size()),
-            raw.begin() + static_cast<long>(at));
+  CopyUnit(raw_old, raw, 3);
   backend_.SetRaw("a", raw);
   auto g = Open("a");
   auto r = ReadRange(*g, 3 * 4096, 4096);
