@@ -295,8 +295,12 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   const MutableByteSpan cipher(read_buffer.data(), cipher_size);
   std::vector<Status> results(on_disk);
   std::atomic<uint64_t> holes{0}, bytes{0};
-  const size_t pieces = std::max<size_t>(1, on_disk / kPiecePages);
-  const size_t per_piece = (on_disk + pieces - 1) / pieces;
+  // Even pieces of at least kPiecePages; counted from their size, since rounding the size up
+  // can leave fewer pieces than asked for (1089 pages: 34 pieces of 33, not 35 with the last
+  // one empty).
+  const size_t asked = std::max<size_t>(1, on_disk / kPiecePages);
+  const size_t per_piece = (on_disk + asked - 1) / asked;
+  const size_t pieces = (on_disk + per_piece - 1) / per_piece;
   layer_.pool_->ForEachDynamic(pieces, [&](size_t piece) {
     const size_t b = piece * per_piece, e = std::min(on_disk, b + per_piece);
     const size_t from = b * g.unit_size();

@@ -692,6 +692,26 @@ void StripedGrowingWrites(
 
 // Writes as a writeback cache sends them, several at once into one file, under a small cache. The
 // result is known: no write may fail and the file reads back as written, also after reopening.
+// One read of many uncached pages is cut into pieces read and opened in parallel. For some
+// counts (289 and 1089 pages are the first with pieces of 16 and 32) rounding the piece size up
+// left the last piece empty, and it was read with a negative length, inside the file.
+TEST_P(PageLayerTest, OneLargeReadOfAnyPageCountReadsBack) {
+  const auto data = Pattern(1400 * 4096, 7);
+  {
+    auto f = Open("a");
+    WriteAll(*f, 0, data);
+  }
+  for (size_t pages : {size_t{289}, size_t{305}, size_t{1089}, size_t{1090}, size_t{1187}}) {
+    SCOPED_TRACE(std::to_string(pages) + " pages");
+    auto f = Open("a");  // nothing cached: the read goes to the cipher file in one call
+    std::vector<uint8_t> out(pages * 4096);
+    auto n = f->Read(0, out);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, out.size());
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin()));
+  }
+}
+
 TEST_P(PageLayerTest, ConcurrentPartialWritesThatGrowTheFile) {
   constexpr size_t kWriters = 4, kPages = 96;
   UseSmallCache();
