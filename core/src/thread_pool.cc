@@ -33,7 +33,7 @@ void ThreadPool::WorkerLoop() {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
       if (tasks_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(tasks_.front());
+      task = std::move(tasks_.front().fn);
       tasks_.pop_front();
     }
     task();
@@ -65,15 +65,31 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
     std::lock_guard lock(mu_);
     for (size_t p = 1; p < parts; ++p) {
       const size_t begin = p * chunk, end = std::min(n, begin + chunk);
-      tasks_.emplace_back([&fn, &done_mu, &done_cv, &remaining, begin, end] {
-        if (begin < end) fn(begin, end);
-        std::lock_guard done_lock(done_mu);
-        if (--remaining == 0) done_cv.notify_one();
-      });
+      tasks_.push_back({[&fn, &done_mu, &done_cv, &remaining, begin, end] {
+                          if (begin < end) fn(begin, end);
+                          std::lock_guard done_lock(done_mu);
+                          if (--remaining == 0) done_cv.notify_one();
+                        },
+                        &done_mu});
     }
   }
   cv_.notify_all();
   fn(0, std::min(n, chunk));
+  // Then run the chunks no worker has taken yet. The workers may be busy with other batches,
+  // or be waiting themselves: a batch started from inside a worker (a seal's piece reading its
+  // pages) would otherwise wait for a free worker that never comes.
+  for (;;) {
+    std::function<void()> mine;
+    {
+      std::lock_guard lock(mu_);
+      auto it = std::find_if(tasks_.begin(), tasks_.end(),
+                             [&done_mu](const Task& t) { return t.batch == &done_mu; });
+      if (it == tasks_.end()) break;
+      mine = std::move(it->fn);
+      tasks_.erase(it);
+    }
+    mine();
+  }
   std::unique_lock done_lock(done_mu);
   done_cv.wait(done_lock, [&remaining] { return remaining == 0; });
 }

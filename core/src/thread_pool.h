@@ -40,7 +40,11 @@ class ThreadPool {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
+  struct Task {
+    std::function<void()> fn;
+    const void* batch;  // the ParallelFor call it belongs to, which may take it back
+  };
+  std::deque<Task> tasks_;  // GUARDED_BY(mu_)
   bool stopping_ = false;                    // GUARDED_BY(mu_)
   const unsigned workers_;
   std::once_flag started_;
