@@ -132,16 +132,6 @@ PageStats PageCounters::Snapshot() const {
   return s;
 }
 
-// A cached plaintext page. Bytes past the end of the file are always zero.
-struct FileContents::Page {
-  PageBuffer data;
-  uint64_t version = 0;        // bumped by every change
-  uint64_t clean_version = 0;  // the version the cipher file holds
-  std::atomic<uint64_t> last_use{0};
-  bool uptodate = false;  // only meaningful for the pending (not yet cached) page
-  bool dirty() const { return version != clean_version; }
-};
-
 void FileContents::PageBufferDeleter::operator()(uint8_t* p) const {
   PageBufferPool::Get().Give(p);
 }
@@ -176,7 +166,6 @@ FileContents::FileContents(PageLayer& layer, std::unique_ptr<BackingFile> backin
 
 FileContents::~FileContents() {
   (void)Flush();  // best effort; callers that care call Flush and see the error
-  crypt::SecureWipe(wb_plain_);
   std::unique_lock lock(mu_);
   layer_.cached_pages_.fetch_sub(pages_.size(), std::memory_order_relaxed);
 }
@@ -387,9 +376,17 @@ Status FileContents::LoadPageBuffers(const Key* key, uint64_t first, size_t coun
 }
 
 FileContents::Page& FileContents::InsertPageLocked(uint64_t index, PageBuffer data, bool dirty) {
-  auto [it, inserted] = pages_.try_emplace(index);
+  // A sequential writer adds past the last cached page: insert there without a search.
+  const bool last = pages_.empty() || pages_.rbegin()->first < index;
+  const size_t before = pages_.size();
+  auto it = last ? pages_.try_emplace(pages_.end(), index) : pages_.try_emplace(index).first;
+  const bool inserted = pages_.size() != before;
   if (inserted) layer_.cached_pages_.fetch_add(1, std::memory_order_relaxed);
   Page& p = it->second;
+  if (p.in_flight) {
+    retired_.push_back(std::move(p.data));  // a write-back is sealing from it: free it after
+    p.in_flight = false;
+  }
   p.data = std::move(data);
   p.last_use.store(use_clock_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
   if (dirty) MarkDirtyLocked(index, p);
@@ -401,8 +398,8 @@ void FileContents::MarkDirtyLocked(uint64_t index, Page& page) {
   dirty_.insert(index);
 }
 
-void FileContents::DropPageLocked(std::map<uint64_t, Page>::iterator it) {
-  dirty_.erase(it->first);
+void FileContents::DropPageLocked(std::pmr::map<uint64_t, Page>::iterator it) {
+  if (it->second.dirty()) dirty_.erase(it->first);
   pages_.erase(it);
   layer_.cached_pages_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -436,13 +433,17 @@ void FileContents::EvictLocked() {
     evict_scan_at_ = pages_.size() + 1 + floor / 4;
     return;
   }
-  std::vector<std::pair<uint64_t, uint64_t>> clean;  // (last use, index)
-  for (auto& [index, page] : pages_)
-    if (!page.dirty()) clean.emplace_back(page.last_use.load(std::memory_order_relaxed), index);
+  using Entry = std::pair<uint64_t, decltype(pages_)::iterator>;  // (last use, page)
+  std::vector<Entry> clean;
+  clean.reserve(pages_.size());
+  for (auto it = pages_.begin(); it != pages_.end(); ++it)
+    if (!it->second.dirty())
+      clean.emplace_back(it->second.last_use.load(std::memory_order_relaxed), it);
   const size_t drop = std::min(clean.size(), pages_.size() / 4 + 1);
   if (drop > 0) {
-    std::nth_element(clean.begin(), clean.begin() + static_cast<long>(drop - 1), clean.end());
-    for (size_t i = 0; i < drop; ++i) DropPageLocked(pages_.find(clean[i].second));
+    std::nth_element(clean.begin(), clean.begin() + static_cast<long>(drop - 1), clean.end(),
+                     [](const Entry& a, const Entry& b) { return a.first < b.first; });
+    for (size_t i = 0; i < drop; ++i) DropPageLocked(clean[i].second);
     ++cache_epoch_;
   }
   evict_scan_at_ = pages_.size() + 1 + floor / 4;
@@ -646,7 +647,20 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
 // write into stored data reads and decrypts the page (RMW).
 Result<FileContents::Page*> FileContents::WriteBegin(uint64_t index, size_t in_page, size_t len,
                                                      Page& pending) {
-  if (auto it = pages_.find(index); it != pages_.end()) return &it->second;
+  if (pages_.empty() || pages_.rbegin()->first >= index) {  // (appending: nothing to find)
+    if (auto it = pages_.find(index); it != pages_.end()) {
+      Page& p = it->second;
+      if (p.in_flight) {
+        // A write-back is sealing this page from its buffer: copy it, and let the write-back
+        // free the old one when it is done.
+        PageBuffer copy = NewPageBuffer();
+        std::memcpy(copy.get(), p.data.get(), kPageSize);
+        retired_.push_back(std::exchange(p.data, std::move(copy)));
+        p.in_flight = false;
+      }
+      return &p;
+    }
+  }
   if (!pending.data) pending.data = NewPageBuffer();
   const uint64_t start = index * kPageSize;
   if (start >= disk_size_) {
@@ -942,19 +956,33 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
       }
     }
     items.reserve(dirty_.size() + (direct != nullptr ? direct->count : 0));
-    // The plaintext snapshot goes to a buffer kept for the file's life (reallocating a
-    // megabyte per batch made glibc return it to the kernel and fault it in again each time).
-    if (wb_plain_.size() < dirty_.size() * kPageSize) wb_plain_.resize(dirty_.size() * kPageSize);
-    uint8_t* next = wb_plain_.data();
+    // No copy of the plaintext: the dirty pages are sealed from their own buffers, marked in
+    // flight so that a write to one meanwhile copies it first (WriteBegin). Copying every page
+    // here, under the lock, was a tenth of a small write's time.
     for (uint64_t index : dirty_) {
-      const Page& p = pages_.at(index);
+      Page& p = pages_.at(index);
       const size_t len =
           static_cast<size_t>(std::min<uint64_t>(kPageSize, new_size - index * kPageSize));
-      std::memcpy(next, p.data.get(), len);
-      items.push_back({index, len, next, true, p.version});
-      next += kPageSize;
+      p.in_flight = true;
+      items.push_back({index, len, p.data.get(), true, p.version});
     }
   }
+  // However this ends, the pages are no longer in flight, and the buffers writers replaced
+  // meanwhile can go (they are still read by the seals until here).
+  struct EndFlight {
+    FileContents& f;
+    const std::vector<Item>& items;
+    bool done = false;  // the success path below ended the flight itself
+    ~EndFlight() {
+      if (done) return;
+      std::unique_lock lock(f.mu_);
+      for (const Item& it : items) {
+        if (!it.cached) continue;
+        if (auto p = f.pages_.find(it.index); p != f.pages_.end()) p->second.in_flight = false;
+      }
+      f.retired_.clear();
+    }
+  } end_flight{*this, items};
   if (key == nullptr) return Status(Code::kInternal, label_ + ": dirty pages without a key");
   if (direct != nullptr) {
     for (size_t i = 0; i < direct->count; ++i)
@@ -1125,11 +1153,14 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     if (!it.cached) continue;  // a direct page: not in the cache
     auto p = pages_.find(it.index);
     if (p == pages_.end()) continue;
+    p->second.in_flight = false;
     if (p->second.version == it.version) {
       p->second.clean_version = it.version;
       dirty_.erase(it.index);
     }
   }
+  retired_.clear();
+  end_flight.done = true;
   header_on_disk_ = true;
   disk_size_ = std::max(disk_size_, new_size);
   EvictLocked();

@@ -45,7 +45,7 @@ class ThreadPool {
     const void* batch;  // the ParallelFor call it belongs to, which may take it back
   };
   std::deque<Task> tasks_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  bool stopping_ = false;   // GUARDED_BY(mu_)
   const unsigned workers_;
   std::once_flag started_;
   pid_t started_pid_ = 0;  // the process the workers live in

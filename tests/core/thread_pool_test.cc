@@ -45,9 +45,8 @@ TEST(ThreadPoolTest, BatchesStartedInsideWorkersFinish) {
     for (unsigned workers : {1u, 3u}) {
       ThreadPool pool(workers);
       std::atomic<size_t> inner{0};
-      pool.ForEachDynamic(8, [&](size_t) {
-        pool.ForEachDynamic(16, [&](size_t) { inner.fetch_add(1); });
-      });
+      pool.ForEachDynamic(
+          8, [&](size_t) { pool.ForEachDynamic(16, [&](size_t) { inner.fetch_add(1); }); });
       EXPECT_EQ(inner.load(), 8u * 16u);
     }
   });

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -173,12 +174,21 @@ class FileContents {
  private:
   friend class PageLayer;
   struct Key;
-  struct Page;
   struct Sealed;
   struct PageBufferDeleter {
     void operator()(uint8_t* p) const;  // wipes the plaintext, then frees it
   };
   using PageBuffer = std::unique_ptr<uint8_t[], PageBufferDeleter>;
+  // A cached plaintext page. Bytes past the end of the file are always zero.
+  struct Page {
+    PageBuffer data;
+    uint64_t version = 0;        // bumped by every change
+    uint64_t clean_version = 0;  // the version the cipher file holds
+    std::atomic<uint64_t> last_use{0};
+    bool uptodate = false;   // only meaningful for the pending (not yet cached) page
+    bool in_flight = false;  // a write-back is sealing from `data`: copy before changing it
+    bool dirty() const { return version != clean_version; }
+  };
   static PageBuffer NewPageBuffer();
   FileContents(PageLayer& layer, std::unique_ptr<BackingFile> backing, std::string label);
   Status Load();
@@ -250,7 +260,7 @@ class FileContents {
   Status PreloadPartialPages(uint64_t offset, size_t length);
   Page& InsertPageLocked(uint64_t index, PageBuffer data, bool dirty);
   void MarkDirtyLocked(uint64_t index, Page& page);
-  void DropPageLocked(std::map<uint64_t, Page>::iterator it);
+  void DropPageLocked(std::pmr::map<uint64_t, Page>::iterator it);
   void DropRangeLocked(uint64_t first, uint64_t end);       // pages [first, end), dirty or not
   void DropCleanRangeLocked(uint64_t first, uint64_t end);  // only the clean ones
   // Truncate, or with `only_grow` a size that is only ever raised (fallocate beside writers).
@@ -270,7 +280,6 @@ class FileContents {
   PageCounters counters_;
 
   std::mutex writeback_mu_;
-  std::vector<uint8_t> wb_plain_;   // GUARDED_BY(writeback_mu_) snapshot of dirty pages
   std::vector<uint8_t> wb_cipher_;  // GUARDED_BY(writeback_mu_) their sealed units
   mutable std::shared_mutex mu_;
   uint64_t size_ = 0;               // GUARDED_BY(mu_) plaintext size as seen by users
@@ -281,10 +290,15 @@ class FileContents {
   // under it as well as outside).
   std::unique_ptr<const Sealed> sealed_owner_;  // GUARDED_BY(mu_)
   std::atomic<const Sealed*> sealed_{nullptr};
-  bool frozen_ = false;             // GUARDED_BY(mu_) sealed or being sealed
-  std::map<uint64_t, Page> pages_;  // GUARDED_BY(mu_)
-  std::set<uint64_t> dirty_;        // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;         // GUARDED_BY(mu_) bumped by truncate
+  bool frozen_ = false;  // GUARDED_BY(mu_) sealed or being sealed
+  // Nodes of pages_ and dirty_ come from a pool of the file's own: a malloc and a free per
+  // node were a tenth of a small write's time. All changes to either happen under mu_ held
+  // exclusively, so the pool needs no lock of its own.
+  std::pmr::unsynchronized_pool_resource nodes_;  // GUARDED_BY(mu_)
+  std::pmr::map<uint64_t, Page> pages_{&nodes_};  // GUARDED_BY(mu_)
+  std::pmr::set<uint64_t> dirty_{&nodes_};        // GUARDED_BY(mu_)
+  std::vector<PageBuffer> retired_;  // GUARDED_BY(mu_) replaced while in flight, freed after
+  uint64_t generation_ = 0;          // GUARDED_BY(mu_) bumped by truncate
   // GUARDED_BY(mu_) bumped whenever the cache stops being the newest copy of a page it lacks
   // (clean pages evicted, pages written past the cache): a page loaded before a change of
   // epoch may be stale and is not cached.
