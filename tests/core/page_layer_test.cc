@@ -764,7 +764,7 @@ class GatedBackingFile final : public BackingFile {
 // is in flight must go to a copy (the seal may still be reading it), read back at once, and
 // reach the cipher file with the next write-back; the pages the write-back held are stored.
 // (Under TSan this also shows that no write touches a buffer a seal reads.)
-TEST_P(PageLayerTest, WritesToPagesInFlightGoToACopyAndAreStoredNext) {
+TEST_P(PageLayerTest, ConcurrentWritesToPagesInFlightGoToACopyAndAreStoredNext) {
   constexpr size_t kPages = 64;  // several pieces: some are still being sealed at the gate
   {
     auto f = Open("a");

@@ -40,7 +40,7 @@ TEST(ThreadPoolTest, ParallelForRunsEveryItemOnce) {
 
 // Every worker busy with an outer item that starts a batch of its own and waits for it: with
 // nobody left to take the inner chunks, each caller must run its own.
-TEST(ThreadPoolTest, BatchesStartedInsideWorkersFinish) {
+TEST(ThreadPoolTest, ParallelBatchesStartedInsideWorkersFinish) {
   WithinAMinute([] {
     for (unsigned workers : {1u, 3u}) {
       ThreadPool pool(workers);
