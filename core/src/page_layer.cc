@@ -284,9 +284,9 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   const MutableByteSpan cipher(read_buffer.data(), cipher_size);
   std::vector<Status> results(on_disk);
   std::atomic<uint64_t> holes{0}, bytes{0};
-  // Even pieces of at least kPiecePages; counted from their size, since rounding the size up
-  // can leave fewer pieces than asked for (1089 pages: 34 pieces of 33, not 35 with the last
-  // one empty).
+  // Even pieces of at least kPiecePages, counted from their size: rounding the size up can
+  // leave fewer pieces than asked for (1089 pages: 33 pieces of 33, not 34 with the last one
+  // empty; 1187 pages: 36 of 33, not 37 with the last one past the end of the read).
   const size_t asked = std::max<size_t>(1, on_disk / kPiecePages);
   const size_t per_piece = (on_disk + asked - 1) / asked;
   const size_t pieces = (on_disk + per_piece - 1) / per_piece;

@@ -694,15 +694,15 @@ void StripedGrowingWrites(
 // Writes as a writeback cache sends them, several at once into one file, under a small cache. The
 // result is known: no write may fail and the file reads back as written, also after reopening.
 // One read of many uncached pages is cut into pieces read and opened in parallel. For some
-// counts (289 and 1089 pages are the first with pieces of 16 and 32) rounding the piece size up
-// left the last piece empty, and it was read with a negative length, inside the file.
+// counts rounding the piece size up left the last piece empty (1089 pages) or past the end of
+// the read (1187 pages: a read of negative length, inside the file, past the read buffer).
 TEST_P(PageLayerTest, OneLargeReadOfAnyPageCountReadsBack) {
   const auto data = Pattern(1400 * 4096, 7);
   {
     auto f = Open("a");
     WriteAll(*f, 0, data);
   }
-  for (size_t pages : {size_t{289}, size_t{305}, size_t{1089}, size_t{1090}, size_t{1187}}) {
+  for (size_t pages : {size_t{289}, size_t{1089}, size_t{1090}, size_t{1187}, size_t{1399}}) {
     SCOPED_TRACE(std::to_string(pages) + " pages");
     auto f = Open("a");  // nothing cached: the read goes to the cipher file in one call
     std::vector<uint8_t> out(pages * 4096);
@@ -710,6 +710,8 @@ TEST_P(PageLayerTest, OneLargeReadOfAnyPageCountReadsBack) {
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     ASSERT_EQ(*n, out.size());
     EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin()));
+    // Exactly the read's units, once: no piece read past them.
+    EXPECT_EQ(Counter(*f, PageCounter::kBackingBytesRead), pages * layer_->geometry().unit_size());
   }
 }
 
@@ -765,7 +767,12 @@ class GatedBackingFile final : public BackingFile {
 // reach the cipher file with the next write-back; the pages the write-back held are stored.
 // (Under TSan this also shows that no write touches a buffer a seal reads.)
 TEST_P(PageLayerTest, ConcurrentWritesToPagesInFlightGoToACopyAndAreStoredNext) {
-  constexpr size_t kPages = 64;  // several pieces: some are still being sealed at the gate
+  constexpr size_t kPages = 64;  // two pieces of 32
+  // One thread seals the pieces in order and writes the first before sealing the second, so
+  // while the gate holds that write, pages 32-63 are in flight and not yet sealed.
+  PageLayerOptions o;
+  o.crypto_threads = 1;
+  Reconfigure(o);
   {
     auto f = Open("a");
     WriteAll(*f, 0, Pattern(kPages * 4096, 1));
@@ -796,7 +803,16 @@ TEST_P(PageLayerTest, ConcurrentWritesToPagesInFlightGoToACopyAndAreStoredNext) 
   gate->Open();
   flusher.join();
   ASSERT_TRUE(flushed.ok()) << flushed.ToString();
+  {
+    // The cipher file holds what was in flight, not the writes made meanwhile (they went to
+    // copies), and not zeros (the buffers sealed from were not freed early).
+    auto other = Open("a");
+    EXPECT_EQ(ReadAll(*other), Pattern(kPages * 4096, 2)) << "what the held write-back stored";
+  }
+  const uint64_t sealed_before = Counter(*f, PageCounter::kPagesEncrypted);
   ASSERT_TRUE(f->Flush().ok());
+  EXPECT_EQ(Counter(*f, PageCounter::kPagesEncrypted) - sealed_before, 4u)
+      << "the four pages written while in flight, and only they, are still dirty";
   EXPECT_EQ(ReadAll(*f), want);
   f.reset();
   auto g = Open("a");
