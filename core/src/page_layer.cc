@@ -55,6 +55,26 @@ class PageBufferPool {
   }
   void Give(uint8_t* p) {
     crypt::SecureWipe({p, kPageSize});
+    GiveWiped(p);
+  }
+  // Many at once (an eviction drops a quarter of a file's pages): the shared list's lock is
+  // taken once for all of them rather than once per page, which was 4% of a small write.
+  void GiveMany(std::span<uint8_t* const> pages) {
+    for (uint8_t* p : pages) crypt::SecureWipe({p, kPageSize});
+    ThreadCache& local = Local();
+    size_t i = 0;
+    for (; i < pages.size() && local.free.size() < kPerThread; ++i) local.free.push_back(pages[i]);
+    if (i == pages.size()) return;
+    std::lock_guard lock(mu_);
+    for (; i < pages.size() && free_.size() < kMaxPooled; ++i) free_.push_back(pages[i]);
+    for (; i < pages.size(); ++i) delete[] pages[i];
+  }
+  ~PageBufferPool() {
+    for (uint8_t* p : free_) delete[] p;
+  }
+
+ private:
+  void GiveWiped(uint8_t* p) {
     ThreadCache& local = Local();
     if (local.free.size() < kPerThread) {
       local.free.push_back(p);
@@ -69,11 +89,6 @@ class PageBufferPool {
     }
     delete[] p;
   }
-  ~PageBufferPool() {
-    for (uint8_t* p : free_) delete[] p;
-  }
-
- private:
   static constexpr size_t kMaxPooled = 2048;  // 8 MiB shared
   static constexpr size_t kPerThread = 64;    // 256 KiB per thread
   struct ThreadCache {
@@ -443,7 +458,12 @@ void FileContents::EvictLocked() {
   if (drop > 0) {
     std::nth_element(clean.begin(), clean.begin() + static_cast<long>(drop - 1), clean.end(),
                      [](const Entry& a, const Entry& b) { return a.first < b.first; });
-    for (size_t i = 0; i < drop; ++i) DropPageLocked(clean[i].second);
+    std::vector<uint8_t*> buffers(drop);
+    for (size_t i = 0; i < drop; ++i) {
+      buffers[i] = clean[i].second->second.data.release();
+      DropPageLocked(clean[i].second);
+    }
+    PageBufferPool::Get().GiveMany(buffers);
     ++cache_epoch_;
   }
   evict_scan_at_ = pages_.size() + 1 + floor / 4;
