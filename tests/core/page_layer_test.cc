@@ -17,6 +17,7 @@
 #include "sigilfs/crypt/random.h"
 #include "test_support/backends.h"
 #include "test_support/contents.h"
+#include "test_support/forwarding_backing_file.h"
 #include "test_support/pattern.h"
 #include "test_support/recording_backing_file.h"
 
@@ -717,12 +718,9 @@ TEST_P(PageLayerTest, OneLargeReadOfAnyPageCountReadsBack) {
 
 // A backing file whose writes, once armed, wait at a gate until the test opens it: a write-back
 // can be held with its pages in flight.
-class GatedBackingFile final : public BackingFile {
+class GatedBackingFile final : public test::ForwardingBackingFile {
  public:
-  explicit GatedBackingFile(std::unique_ptr<BackingFile> inner) : inner_(std::move(inner)) {}
-  Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
-    return inner_->ReadAt(buf, offset);
-  }
+  using ForwardingBackingFile::ForwardingBackingFile;
   Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
     std::unique_lock lock(mu_);
     if (armed_) {
@@ -731,15 +729,8 @@ class GatedBackingFile final : public BackingFile {
       cv_.wait(lock, [this] { return !armed_; });
     }
     lock.unlock();
-    return inner_->WriteAt(bufs, offset);
+    return ForwardingBackingFile::WriteAt(bufs, offset);
   }
-  Result<uint64_t> Size() override { return inner_->Size(); }
-  Status Truncate(uint64_t size) override { return inner_->Truncate(size); }
-  Status Sync(bool data_only) override { return inner_->Sync(data_only); }
-  Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) override {
-    return inner_->Allocate(offset, length, punch_hole);
-  }
-  Result<uint64_t> Seek(uint64_t offset, bool data) override { return inner_->Seek(offset, data); }
   void Arm() {
     std::lock_guard lock(mu_);
     armed_ = true;
@@ -755,7 +746,6 @@ class GatedBackingFile final : public BackingFile {
   }
 
  private:
-  std::unique_ptr<BackingFile> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false;  // GUARDED_BY(mu_)
