@@ -76,8 +76,8 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
   cv_.notify_all();
   fn(0, std::min(n, chunk));
   // Then run the chunks no worker has taken yet. The workers may be busy with other batches,
-  // or be waiting themselves: a batch started from inside a worker (a seal's piece reading its
-  // pages) would otherwise wait for a free worker that never comes.
+  // or be waiting themselves: a batch started from inside a worker would otherwise wait for a
+  // free worker that never comes.
   for (;;) {
     std::function<void()> mine;
     {
