@@ -94,6 +94,40 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
   done_cv.wait(done_lock, [&remaining] { return remaining == 0; });
 }
 
+void ThreadPool::Post(std::function<void()> fn) {
+  if (workers_ > 0) StartOnce();
+  if (workers_ == 0 || started_pid_ != ::getpid()) {
+    fn();
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    tasks_.push_back({std::move(fn), nullptr});
+  }
+  cv_.notify_one();
+}
+
+void ThreadPool::HelpUntil(const std::function<bool()>& done) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (done()) return;
+    if (tasks_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    std::function<void()> task = std::move(tasks_.front().fn);
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+void ThreadPool::Wake() {
+  { std::lock_guard lock(mu_); }  // a helper between its check and its wait sees the change
+  cv_.notify_all();
+}
+
 void ThreadPool::ForEachDynamic(size_t n, const std::function<void(size_t)>& fn) {
   std::atomic<size_t> next{0};
   const size_t helpers = std::min<size_t>(workers_, n > 0 ? n - 1 : 0);

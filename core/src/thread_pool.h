@@ -34,6 +34,16 @@ class ThreadPool {
   // free (the caller included): for pieces of uneven cost such as "seal, then write".
   void ForEachDynamic(size_t n, const std::function<void(size_t)>& fn);
 
+  // Runs fn on a worker some time later, and returns at once (runs it here if there are no
+  // workers in this process). Work queued this way finishes before the pool is destroyed.
+  void Post(std::function<void()> fn);
+
+  // Runs queued work on the calling thread until done() holds: a thread that would wait for
+  // posted work helps with it instead (it joins the batches that work starts). Whatever makes
+  // done() true must call Wake() afterwards. The caller must hold no lock a task may take.
+  void HelpUntil(const std::function<bool()>& done);
+  void Wake();
+
  private:
   void WorkerLoop();
   void StartOnce();

@@ -1,5 +1,6 @@
-// Tests of the worker pool that splits batches across cores: every item runs once, and batches
-// started from inside a worker (a seal's pieces reading their pages) finish.
+// Tests of the worker pool that splits batches across cores: every item runs once, batches
+// started from inside a worker (a seal's pieces reading their pages) finish, and posted work
+// runs in the background, with a waiting thread helping, and before the pool goes.
 #include "thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -7,7 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace sigilfs::core {
@@ -49,6 +53,90 @@ TEST(ThreadPoolTest, ParallelBatchesStartedInsideWorkersFinish) {
           8, [&](size_t) { pool.ForEachDynamic(16, [&](size_t) { inner.fetch_add(1); }); });
       EXPECT_EQ(inner.load(), 8u * 16u);
     }
+  });
+}
+
+// Posted work runs on a worker while the poster goes on; without workers it runs at once.
+TEST(ThreadPoolTest, PostedWorkRunsInTheBackgroundOrAtOnceWithoutWorkers) {
+  WithinAMinute([] {
+    {
+      ThreadPool pool(0);
+      bool ran = false;
+      pool.Post([&] { ran = true; });
+      EXPECT_TRUE(ran) << "no workers: runs in Post";
+    }
+    ThreadPool pool(1);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
+    std::thread::id ran_on;
+    std::atomic<bool> started{false};
+    std::atomic<bool> done{false};
+    pool.Post([&] {
+      ran_on = std::this_thread::get_id();
+      started = true;
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return release; });  // Post returned while this waits
+      done = true;
+      lock.unlock();
+      pool.Wake();
+    });
+    while (!started.load()) std::this_thread::yield();
+    {
+      std::lock_guard lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+    pool.HelpUntil([&] { return done.load(); });
+    EXPECT_TRUE(done.load());
+    EXPECT_NE(ran_on, std::this_thread::get_id());
+  });
+}
+
+// A thread waiting for posted work runs what is queued itself while the workers are busy, and
+// joins the batches that work starts.
+TEST(ThreadPoolTest, AWaitingThreadRunsQueuedWork) {
+  WithinAMinute([] {
+    ThreadPool pool(1);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
+    std::atomic<bool> worker_busy{false};
+    pool.Post([&] {  // holds the only worker
+      worker_busy = true;
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return release; });
+    });
+    while (!worker_busy.load()) std::this_thread::yield();
+    std::atomic<int> items{0};
+    std::thread::id batch_ran_on;
+    std::atomic<bool> done{false};
+    pool.Post([&] {
+      batch_ran_on = std::this_thread::get_id();
+      pool.ForEachDynamic(50, [&](size_t) { items.fetch_add(1); });
+      done = true;
+      pool.Wake();
+    });
+    pool.HelpUntil([&] { return done.load(); });
+    EXPECT_EQ(items.load(), 50);
+    EXPECT_EQ(batch_ran_on, std::this_thread::get_id()) << "the worker was busy all along";
+    {
+      std::lock_guard lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+  });
+}
+
+// Work still queued when the pool is destroyed runs first.
+TEST(ThreadPoolTest, PostedWorkFinishesBeforeThePoolGoes) {
+  WithinAMinute([] {
+    std::atomic<int> ran{0};
+    {
+      ThreadPool pool(1);
+      for (int i = 0; i < 100; ++i) pool.Post([&] { ran.fetch_add(1); });
+    }
+    EXPECT_EQ(ran.load(), 100);
   });
 }
 
