@@ -36,7 +36,7 @@ class ThreadPool;
 struct PageLayerOptions {
   size_t cache_bytes = 64 << 20;  // plaintext cache budget for all open files together
   size_t readahead_pages = 32;    // pages fetched ahead of a sequential read (one pread)
-  size_t writeback_pages = 256;   // dirty pages that trigger write-back inside a write
+  size_t writeback_pages = 512;   // dirty pages that trigger write-back inside a write
   bool strict_holes = false;      // refuse all-zero pages (EIO) instead of reading zeros
   bool force_rmw = false;         // benchmark/test switch: always read before writing a page
   // Sealing pins every data unit's nonce, so reads of the sealed file compare nonces instead of
@@ -271,6 +271,12 @@ class FileContents {
   Result<std::optional<std::pair<uint64_t, uint64_t>>> NextHoleRun(uint64_t from);  // REQUIRES mu_
   void EvictLocked();
   Status WriteBackLocked(const DirectRun* direct = nullptr);  // REQUIRES writeback_mu_
+  // The write-back a write triggers runs as a job on a crypto worker while the writer goes on
+  // (docs/design.md, "Write-back"). Starting one first finishes the one before and returns its
+  // failure, as a write-back the write ran itself would have.
+  Status StartWriteBackJob();
+  // Helps with the pending job (its batch of seals) until it is done; returns its failure.
+  Status FinishWriteBackJob();
   void UndoGrowth(uint64_t old_size, bool header_was_new, const Key& key,
                   const uint8_t* old_last_plain);  // REQUIRES writeback_mu_
 
@@ -280,6 +286,11 @@ class FileContents {
   PageCounters counters_;
 
   std::mutex writeback_mu_;
+  std::mutex job_mu_;
+  // A write-back job is posted and not finished. Set and cleared under job_mu_; read without
+  // it to decide whether to wait.
+  std::atomic<bool> job_pending_{false};
+  Status job_error_;                // GUARDED_BY(job_mu_) the last job's failure, not yet reported
   std::vector<uint8_t> wb_cipher_;  // GUARDED_BY(writeback_mu_) their sealed units
   mutable std::shared_mutex mu_;
   uint64_t size_ = 0;               // GUARDED_BY(mu_) plaintext size as seen by users
@@ -294,9 +305,9 @@ class FileContents {
   // Nodes of pages_ and dirty_ come from a pool of the file's own: a malloc and a free per
   // node were a tenth of a small write's time. All changes to either happen under mu_ held
   // exclusively, so the pool needs no lock of its own.
-  std::pmr::unsynchronized_pool_resource nodes_;  // GUARDED_BY(mu_)
-  std::pmr::map<uint64_t, Page> pages_{&nodes_};  // GUARDED_BY(mu_)
-  std::pmr::set<uint64_t> dirty_{&nodes_};        // GUARDED_BY(mu_)
+  std::pmr::unsynchronized_pool_resource nodes_;   // GUARDED_BY(mu_)
+  std::pmr::map<uint64_t, Page> pages_{&nodes_};   // GUARDED_BY(mu_)
+  std::pmr::map<uint64_t, Page*> dirty_{&nodes_};  // GUARDED_BY(mu_) into pages_
   std::vector<PageBuffer> retired_;  // GUARDED_BY(mu_) replaced while in flight, freed after
   uint64_t generation_ = 0;          // GUARDED_BY(mu_) bumped by truncate
   // GUARDED_BY(mu_) bumped whenever the cache stops being the newest copy of a page it lacks
