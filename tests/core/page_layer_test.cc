@@ -122,18 +122,19 @@ TEST_P(PageLayerTest, CipherTextHidesPlaintext) {
 }
 
 TEST_P(PageLayerTest, FullPageOverwritesNeverReadAndPartialWritesReadOnce) {
-  const auto original = Pattern(64 * 4096, 1);
+  constexpr size_t kPages = 160;  // a whole-file write of this many goes past the cache
+  const auto original = Pattern(kPages * 4096, 1);
   {
     auto f = Open("a");
     WriteAll(*f, 0, original);
   }
   auto f = Open("a");  // nothing cached
-  auto replacement = Pattern(64 * 4096, 2);
+  auto replacement = Pattern(kPages * 4096, 2);
   for (size_t off = 0; off < replacement.size(); off += 4096)
     WriteAll(*f, off,
              std::vector<uint8_t>(replacement.begin() + off, replacement.begin() + off + 4096));
   EXPECT_EQ(Counter(*f, PageCounter::kRmwReads), 0u);
-  EXPECT_EQ(Counter(*f, PageCounter::kRmwSkipped), 64u);
+  EXPECT_EQ(Counter(*f, PageCounter::kRmwSkipped), kPages);
   EXPECT_EQ(Counter(*f, PageCounter::kPagesDecrypted), 0u);
   // One large aligned write is the same: no reads.
   WriteAll(*f, 0, original);
@@ -151,9 +152,9 @@ TEST_P(PageLayerTest, FullPageOverwritesNeverReadAndPartialWritesReadOnce) {
   expect[5000] = 0xAB;
   expect[5001] = 0xCD;
   EXPECT_EQ(ReadAll(*g), expect);
-  // The layer's counters add up every file's (the 64-page overwrite went past the cache: 64
-  // more pages written without a read).
-  EXPECT_EQ(layer_->counters().Get(PageCounter::kRmwSkipped), 128u);
+  // The layer's counters add up every file's (the whole-file overwrite went past the cache:
+  // as many pages again written without a read).
+  EXPECT_EQ(layer_->counters().Get(PageCounter::kRmwSkipped), 2 * kPages);
   EXPECT_EQ(layer_->counters().Get(PageCounter::kRmwReads), 1u);
 }
 
@@ -485,7 +486,7 @@ TEST_P(PageLayerTest, NoSpaceReachesTheWriterAndKeepsEarlierData) {
   EXPECT_EQ(f->Flush().code(), Code::kNoSpace);
   // A large write goes straight to the cipher file: the writer sees the error itself.
   fault->set_plan(plan);
-  auto third = Pattern(32 * 4096, 3);
+  auto third = Pattern(128 * 4096, 3);
   EXPECT_EQ(f->Write(11 * 4096, third).status().code(), Code::kNoSpace);
   fault->set_plan(FaultPlan{});
   EXPECT_TRUE(f->Flush().ok());  // room again: the retry writes everything
@@ -507,7 +508,7 @@ TEST_P(PageLayerTest, WriteErrorsWhileGrowingLeaveTheStoredFileAsItWas) {
   const std::pair<int, Code> errors[] = {{ENOSPC, Code::kNoSpace}, {EIO, Code::kIoError}};
   for (const auto& [error, code] : errors)
     for (const size_t old_size : {size_t{10000}, size_t{8192}}) {
-      for (const size_t added : {size_t{3 * 4096 + 5}, size_t{40 * 4096}}) {
+      for (const size_t added : {size_t{3 * 4096 + 5}, size_t{130 * 4096}}) {
         const auto before = Pattern(old_size, 1);
         const auto more = Pattern(added, 2);
         {
@@ -517,7 +518,7 @@ TEST_P(PageLayerTest, WriteErrorsWhileGrowingLeaveTheStoredFileAsItWas) {
         // Bytes the growth needs beyond the file's present end; the last budget tried suffices.
         const size_t needed = layer_->geometry().CipherSize(old_size + added) -
                               layer_->geometry().CipherSize(old_size);
-        const size_t step = (added > 4 * 4096 ? 257 : 13) * (error == EIO ? 3 : 1);
+        const size_t step = (added > 4 * 4096 ? 769 : 13) * (error == EIO ? 3 : 1);
         for (size_t budget = 0; budget < needed + step; budget += step) {
           FaultPlan plan;
           plan.write_budget = static_cast<int64_t>(budget);
@@ -1055,7 +1056,8 @@ TEST_P(PageLayerTest, RandomOperationsMatchAModel) {
       uint64_t off = rand_below(span);
       uint64_t len = 1 + rand_below(rand_below(4) == 0 ? 5 * 4096 : 300);
       if (rand_below(4) == 0) off -= off % 4096, len = 4096 * (1 + rand_below(3));
-      if (rand_below(10) == 0) len = 1 + rand_below(40 * 4096);  // large: past the cache
+      if (rand_below(10) == 0) len = 1 + rand_below(40 * 4096);   // large: cached
+      if (rand_below(50) == 0) len = 1 + rand_below(200 * 4096);  // larger: past it from 512 KiB
       auto data = Pattern(len, static_cast<uint32_t>(rng()));
       ASSERT_EQ(*f->Write(off, data), len) << "op " << i;
       if (model.size() < off + len) model.resize(off + len, 0);

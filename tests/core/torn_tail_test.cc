@@ -203,9 +203,9 @@ TEST_P(TornTailTest, AGrowingFileStoppedAtAnyByteFailsAtMostItsLastPage) {
     std::vector<uint8_t> data;
   };
   const Case cases[] = {
-      // A short old last page re-sealed as full, then 63 pages past the cache: 64 pages written
-      // back together, in two pieces sealed in parallel.
-      {"large append", Pattern(5 * 4096 + 100, 1), 5 * 4096 + 100, Pattern(64 * 4096 + 7, 2)},
+      // A short old last page re-sealed as full, then 129 pages past the cache: 130 pages
+      // written back together, in pieces sealed in parallel.
+      {"large append", Pattern(5 * 4096 + 100, 1), 5 * 4096 + 100, Pattern(130 * 4096 + 7, 2)},
       // A new file: the header, then its units.
       {"new file", {}, 0, Pattern(20 * 4096 + 1, 3)},
       // A full old last page re-sealed as not-last, and a short new one from the cache.
@@ -375,7 +375,7 @@ TEST_P(TornTailTest, AWriterRepairsATornTailByTruncatingOrRewritingIt) {
       EXPECT_FALSE(f->Write(20 * 4096, bytes).ok());
       EXPECT_FALSE(f->Truncate(30 * 4096).ok());
       // A large aligned write past it goes past the cache, and fails before the size changes.
-      EXPECT_FALSE(f->Write(16 * 4096, Pattern(64 * 4096, 18)).ok());
+      EXPECT_FALSE(f->Write(16 * 4096, Pattern(128 * 4096, 18)).ok());
       EXPECT_EQ(f->size(), size);
       EXPECT_TRUE(f->Flush().ok());
       EXPECT_EQ(backend_.Raw("a"), torn);
