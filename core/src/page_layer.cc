@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <system_error>
 #include <thread>
 
 #include "file_contents_internal.h"
@@ -828,26 +830,41 @@ Status FileContents::StartWriteBackJob() {
     job_pending_ = true;
   }
   ThreadPool* pool = layer_.pool_.get();  // not this file's: the file may be gone at Wake
-  pool->Post([this, pool] {
-    Status s;
+  auto job = [this, pool] {
     {
+      // The outcome is recorded before writeback_mu_ goes, so a write-back after this one (which
+      // clears a stale error when it stores everything) never sees the error arrive after it.
       std::lock_guard wb(writeback_mu_);
-      s = WriteBackLocked();
-    }
-    {
+      Status s;
+      try {
+        s = WriteBackLocked();
+      } catch (const std::exception& e) {  // on a worker nobody would catch it
+        s = Status(Code::kInternal, label_ + ": write-back: " + e.what());
+      }
       std::lock_guard lock(job_mu_);
       job_error_ = std::move(s);
       job_pending_ = false;
     }
     pool->Wake();
-  });
+  };
+  try {
+    pool->Post(std::move(job), this);
+  } catch (const std::system_error&) {
+    // No worker could be started: write back here, as without workers.
+    {
+      std::lock_guard lock(job_mu_);
+      job_pending_ = false;
+    }
+    std::lock_guard wb(writeback_mu_);
+    return WriteBackLocked();
+  }
   if (job_pending_.load()) return Status::Ok();
   std::lock_guard lock(job_mu_);  // it ran here: report it as a write-back of this write
   return std::exchange(job_error_, Status::Ok());
 }
 
 Status FileContents::FinishWriteBackJob() {
-  if (job_pending_.load()) layer_.pool_->HelpUntil([this] { return !job_pending_.load(); });
+  if (job_pending_.load()) layer_.pool_->HelpUntil([this] { return !job_pending_.load(); }, this);
   std::lock_guard lock(job_mu_);
   return std::exchange(job_error_, Status::Ok());
 }
@@ -1228,6 +1245,12 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
   }
   retired_.clear();
   end_flight.done = true;
+  {
+    // Everything dirty when this began is stored, a failed job's pages included: its error
+    // (if not yet reported) is stale now. job_mu_ is a leaf: taken under mu_, never the reverse.
+    std::lock_guard job_lock(job_mu_);
+    job_error_ = Status::Ok();
+  }
   header_on_disk_ = true;
   disk_size_ = std::max(disk_size_, new_size);
   EvictLocked();

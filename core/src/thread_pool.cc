@@ -94,7 +94,7 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
   done_cv.wait(done_lock, [&remaining] { return remaining == 0; });
 }
 
-void ThreadPool::Post(std::function<void()> fn) {
+void ThreadPool::Post(std::function<void()> fn, const void* owner) {
   if (workers_ > 0) StartOnce();
   if (workers_ == 0 || started_pid_ != ::getpid()) {
     fn();
@@ -102,21 +102,24 @@ void ThreadPool::Post(std::function<void()> fn) {
   }
   {
     std::lock_guard lock(mu_);
-    tasks_.push_back({std::move(fn), nullptr});
+    tasks_.push_back({std::move(fn), nullptr, owner});
   }
   cv_.notify_one();
 }
 
-void ThreadPool::HelpUntil(const std::function<bool()>& done) {
+void ThreadPool::HelpUntil(const std::function<bool()>& done, const void* owner) {
   std::unique_lock lock(mu_);
   for (;;) {
     if (done()) return;
-    if (tasks_.empty()) {
+    auto it = std::find_if(tasks_.begin(), tasks_.end(), [owner](const Task& t) {
+      return t.batch != nullptr || (owner != nullptr && t.owner == owner);
+    });
+    if (it == tasks_.end()) {
       cv_.wait(lock);
       continue;
     }
-    std::function<void()> task = std::move(tasks_.front().fn);
-    tasks_.pop_front();
+    std::function<void()> task = std::move(it->fn);
+    tasks_.erase(it);
     lock.unlock();
     task();
     lock.lock();

@@ -36,12 +36,16 @@ class ThreadPool {
 
   // Runs fn on a worker some time later, and returns at once (runs it here if there are no
   // workers in this process). Work queued this way finishes before the pool is destroyed.
-  void Post(std::function<void()> fn);
+  // `owner` marks work that HelpUntil(…, owner) may run; null: only workers run it. Throws
+  // std::system_error if the first worker cannot be started (fn is then not queued).
+  void Post(std::function<void()> fn, const void* owner = nullptr);
 
   // Runs queued work on the calling thread until done() holds: a thread that would wait for
-  // posted work helps with it instead (it joins the batches that work starts). Whatever makes
-  // done() true must call Wake() afterwards. The caller must hold no lock a task may take.
-  void HelpUntil(const std::function<bool()>& done);
+  // posted work helps with it instead, running the work `owner` posted and the chunks of any
+  // batch (such as the ones that work starts), not other posted work, which might wait for
+  // locks of its own. Whatever makes done() true must call Wake() afterwards. The caller must
+  // hold no lock that such work may take.
+  void HelpUntil(const std::function<bool()>& done, const void* owner);
   void Wake();
 
  private:
@@ -52,7 +56,8 @@ class ThreadPool {
   std::condition_variable cv_;
   struct Task {
     std::function<void()> fn;
-    const void* batch;  // the ParallelFor call it belongs to, which may take it back
+    const void* batch;            // the ParallelFor call it belongs to, which may take it back
+    const void* owner = nullptr;  // posted work: who may help with it (see HelpUntil)
   };
   std::deque<Task> tasks_;  // GUARDED_BY(mu_)
   bool stopping_ = false;   // GUARDED_BY(mu_)

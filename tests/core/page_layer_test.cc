@@ -892,8 +892,9 @@ TEST_P(PageLayerTest, WritersStartingWriteBacksThenClosingLeaveNoJobBehind) {
 }
 
 // A triggered write-back that fails in the background (a full disk) fails a later write of the
-// writer (the one that would start the next), by the batch after at the latest; the pages stay
-// dirty, and a flush once there is room stores them.
+// writer (the one that would start the next; or the triggering one, if the job was done before
+// it returned), by the batch after at the latest; the pages stay dirty, and a flush once there
+// is room stores them.
 TEST_P(PageLayerTest, AFailedBackgroundWriteBackFailsALaterWriteAndIsRetried) {
   for (unsigned threads : {1u, 2u}) {  // without a worker the triggering write itself fails
     SCOPED_TRACE(::testing::Message() << threads << " crypto threads");

@@ -65,13 +65,13 @@ TEST(ThreadPoolTest, PostedWorkRunsInTheBackgroundOrAtOnceWithoutWorkers) {
       pool.Post([&] { ran = true; });
       EXPECT_TRUE(ran) << "no workers: runs in Post";
     }
-    ThreadPool pool(1);
     std::mutex mu;
     std::condition_variable cv;
     bool release = false;
     std::thread::id ran_on;
     std::atomic<bool> started{false};
     std::atomic<bool> done{false};
+    ThreadPool pool(1);  // declared last: it goes (joining its worker) before what the task uses
     pool.Post([&] {
       ran_on = std::this_thread::get_id();
       started = true;
@@ -87,39 +87,45 @@ TEST(ThreadPoolTest, PostedWorkRunsInTheBackgroundOrAtOnceWithoutWorkers) {
       release = true;
     }
     cv.notify_all();
-    pool.HelpUntil([&] { return done.load(); });
+    pool.HelpUntil([&] { return done.load(); }, nullptr);
     EXPECT_TRUE(done.load());
     EXPECT_NE(ran_on, std::this_thread::get_id());
   });
 }
 
-// A thread waiting for posted work runs what is queued itself while the workers are busy, and
-// joins the batches that work starts.
-TEST(ThreadPoolTest, AWaitingThreadRunsQueuedWork) {
+// A thread waiting for posted work runs the work posted for it itself while the workers are
+// busy, and joins the batches that work starts; work posted for nobody waits for a worker.
+TEST(ThreadPoolTest, AWaitingThreadRunsItsQueuedWorkOnly) {
   WithinAMinute([] {
-    ThreadPool pool(1);
     std::mutex mu;
     std::condition_variable cv;
     bool release = false;
     std::atomic<bool> worker_busy{false};
-    pool.Post([&] {  // holds the only worker
+    std::atomic<bool> other_ran{false};
+    std::atomic<int> items{0};
+    std::thread::id batch_ran_on;
+    std::atomic<bool> done{false};
+    const int owner = 0;
+    ThreadPool pool(1);  // declared last: it goes (joining its worker) before what the tasks use
+    pool.Post([&] {      // holds the only worker
       worker_busy = true;
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return release; });
     });
     while (!worker_busy.load()) std::this_thread::yield();
-    std::atomic<int> items{0};
-    std::thread::id batch_ran_on;
-    std::atomic<bool> done{false};
-    pool.Post([&] {
-      batch_ran_on = std::this_thread::get_id();
-      pool.ForEachDynamic(50, [&](size_t) { items.fetch_add(1); });
-      done = true;
-      pool.Wake();
-    });
-    pool.HelpUntil([&] { return done.load(); });
+    pool.Post([&] { other_ran = true; });  // nobody's: only a worker may run it
+    pool.Post(
+        [&] {
+          batch_ran_on = std::this_thread::get_id();
+          pool.ForEachDynamic(50, [&](size_t) { items.fetch_add(1); });
+          done = true;
+          pool.Wake();
+        },
+        &owner);
+    pool.HelpUntil([&] { return done.load(); }, &owner);
     EXPECT_EQ(items.load(), 50);
     EXPECT_EQ(batch_ran_on, std::this_thread::get_id()) << "the worker was busy all along";
+    EXPECT_FALSE(other_ran.load()) << "the helper ran work posted for nobody";
     {
       std::lock_guard lock(mu);
       release = true;
