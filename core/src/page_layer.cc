@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
-#include <system_error>
 #include <thread>
 
 #include "file_contents_internal.h"
@@ -847,17 +846,7 @@ Status FileContents::StartWriteBackJob() {
     }
     pool->Wake();
   };
-  try {
-    pool->Post(std::move(job), this);
-  } catch (const std::system_error&) {
-    // No worker could be started: write back here, as without workers.
-    {
-      std::lock_guard lock(job_mu_);
-      job_pending_ = false;
-    }
-    std::lock_guard wb(writeback_mu_);
-    return WriteBackLocked();
-  }
+  pool->Post(std::move(job), this);
   if (job_pending_.load()) return Status::Ok();
   std::lock_guard lock(job_mu_);  // it ran here: report it as a write-back of this write
   return std::exchange(job_error_, Status::Ok());

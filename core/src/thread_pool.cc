@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <system_error>
 
 namespace sigilfs::core {
 
@@ -13,7 +14,12 @@ ThreadPool::ThreadPool(unsigned workers) : workers_(workers) {}
 void ThreadPool::StartOnce() {
   std::call_once(started_, [this] {
     started_pid_ = ::getpid();
-    for (unsigned i = 0; i < workers_; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+    // A system out of threads gets fewer workers, perhaps none: batches then run their chunks
+    // on the caller (which takes back what no worker started), and posted work runs in Post.
+    try {
+      for (unsigned i = 0; i < workers_; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error&) {
+    }
   });
 }
 
@@ -95,8 +101,8 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
 }
 
 void ThreadPool::Post(std::function<void()> fn, const void* owner) {
-  if (workers_ > 0) StartOnce();
-  if (workers_ == 0 || started_pid_ != ::getpid()) {
+  StartOnce();
+  if (threads_.empty() || started_pid_ != ::getpid()) {
     fn();
     return;
   }

@@ -35,9 +35,9 @@ class ThreadPool {
   void ForEachDynamic(size_t n, const std::function<void(size_t)>& fn);
 
   // Runs fn on a worker some time later, and returns at once (runs it here if there are no
-  // workers in this process). Work queued this way finishes before the pool is destroyed.
-  // `owner` marks work that HelpUntil(…, owner) may run; null: only workers run it. Throws
-  // std::system_error if the first worker cannot be started (fn is then not queued).
+  // workers in this process, none asked for or none could be started). Work queued this way
+  // finishes before the pool is destroyed. `owner` marks work that HelpUntil(…, owner) may run;
+  // null: only workers run it.
   void Post(std::function<void()> fn, const void* owner = nullptr);
 
   // Runs queued work on the calling thread until done() holds: a thread that would wait for
