@@ -503,7 +503,9 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
     std::shared_ptr<const Key> key;
     {
       std::shared_lock lock(mu_);
-      if (offset >= size_) return done;
+      // A truncate may have cut the file below what this read already returned: what exists
+      // (perhaps nothing) is the answer, short.
+      if (offset + done >= size_) return done;
       const size_t total = static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - offset));
       while (done < total) {
         const uint64_t pos = offset + done;

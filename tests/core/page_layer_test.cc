@@ -994,6 +994,78 @@ TEST_P(PageLayerTest, ConcurrentTruncatesReadsAndPartialWritesNeverFail) {
   EXPECT_TRUE(ReadAll(*g) == all) << "after reopening";
 }
 
+// A backing file whose reads, once armed, wait at a gate until the test opens it: a read can be
+// held between its look at the size and its look at the cache.
+class ReadGatedBackingFile final : public test::ForwardingBackingFile {
+ public:
+  using ForwardingBackingFile::ForwardingBackingFile;
+  Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
+    std::unique_lock lock(mu_);
+    if (armed_) {
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return !armed_; });
+    }
+    lock.unlock();
+    return ForwardingBackingFile::ReadAt(buf, offset);
+  }
+  void Arm() {
+    std::lock_guard lock(mu_);
+    armed_ = true;
+  }
+  void WaitForReader() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return waiting_ > 0; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    armed_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false;  // GUARDED_BY(mu_)
+  int waiting_ = 0;     // GUARDED_BY(mu_)
+};
+
+// A read that has already copied the first pages from the cache, and then meets a truncate below
+// them while it fetches the rest, returns what it read (the file as it was when the read began),
+// short: it neither spins nor fails. Through the mount this was a daemon thread at 100% CPU and
+// a truncating process waiting forever for the page its read-ahead held.
+TEST_P(PageLayerTest, AReadOvertakenByAShrinkingTruncateReturnsShort) {
+  {
+    auto f = Open("a");
+    WriteAll(*f, 0, Pattern(8 * 4096, 1));
+  }
+  auto gated = std::make_unique<ReadGatedBackingFile>(backend_.Open("a"));
+  ReadGatedBackingFile* gate = gated.get();
+  auto opened = layer_->Open(std::move(gated), "a");
+  ASSERT_TRUE(opened.ok());
+  auto f = std::move(opened).value();
+  // Page 0 cached, the rest not: a read that does not start at 0 is not taken for a
+  // sequential one, so nothing is read ahead.
+  std::vector<uint8_t> first(4095);
+  ASSERT_EQ(*f->Read(1, first), 4095u);
+  gate->Arm();
+  auto reader = std::async(std::launch::async, [&]() -> Result<size_t> {
+    std::vector<uint8_t> out(8 * 4096);
+    return f->Read(0, out);
+  });
+  gate->WaitForReader();  // page 0 copied, pages 1-7 being fetched
+  ASSERT_TRUE(f->Truncate(100).ok());
+  gate->Open();
+  if (reader.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "the read never returned after the truncate";
+    std::_Exit(1);  // it spins holding the file: nothing else can end cleanly
+  }
+  auto got = reader.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, 4096u) << "the page read before the truncate, and no more";
+  EXPECT_EQ(ReadAll(*f), Pattern(100, 1));
+}
+
 // A daemon builds its volume and then forks (fuse_daemonize), and threads do not survive
 // fork(): large (parallel) writes must work in a child whether or not the parent had used the
 // crypto workers before forking. The first case hung before the workers started lazily.
