@@ -31,8 +31,8 @@ Result<FileHeader> DecodeFileHeader(ByteSpan in) {
                                            std::to_string(kFileFormatVersion) + ")");
   if ((h.flags & ~kKnownFileFlags) != 0)
     return Status(Code::kNotSupported, "unknown file flags " + std::to_string(h.flags));
-  if ((h.flags & kFileFlagsSeal) == kFileFlagPinned)
-    return Status(Code::kCorrupt, "file flags: pinned nonces without a seal");
+  if ((h.flags & kFileFlagsSeal) != 0 && (h.flags & kFileFlagSealed) == 0)
+    return Status(Code::kCorrupt, "file flags: pinned nonces or a bound last page without a seal");
   if (LoadLe32(in.data() + 12) != 0) return Status(Code::kCorrupt, "reserved header bytes set");
   std::memcpy(h.nonce.data(), in.data() + 16, kFileNonceSize);
   return h;

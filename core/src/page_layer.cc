@@ -139,6 +139,8 @@ std::string_view PageCounterName(PageCounter c) {
       return "verity_tree_blocks_read";
     case PageCounter::kVerityPinBlocksRead:
       return "verity_pin_blocks_read";
+    case PageCounter::kLastPageChecks:
+      return "last_page_checks";
     case PageCounter::kCount:
       break;
   }
@@ -213,15 +215,66 @@ Status FileContents::Load() {
   if (!header.ok()) return header.status().WithContext(label_);
   if ((header->flags & kFileFlagSealed) != 0) return LoadSealed(*header, cipher_size);
   if (verity::LooksSealed(layer_.geometry_, cipher_size)) {
-    SIGILFS_ASSIGN_OR_RETURN(bool undone, UndoInterruptedSeal(*header, cipher_size));
-    if (undone) return Status::Ok();
+    SIGILFS_ASSIGN_OR_RETURN(bool seal, LoadUnflaggedSeal(*header, cipher_size));
+    if (seal) return Status::Ok();
     // Not a seal: a torn tail whose remainder is 8 bytes, opened like any other below.
   }
-  auto plain = layer_.geometry_.PlainSize(cipher_size);
+  const PageGeometry& g = layer_.geometry_;
+  auto plain = g.PlainSize(cipher_size);
   if (!plain.ok()) return plain.status().WithContext(label_);
   SIGILFS_ASSIGN_OR_RETURN(key_, MakeKey(header->nonce));
   size_ = disk_size_ = *plain;
   header_on_disk_ = true;
+  // An unsealed file must not end in a bound seal's last page: that is a sealed file whose
+  // header flag and side data were taken away. Its last whole unit tells (the last page, or,
+  // before a torn tail, the page before it); the last page, opened anyway, stays cached.
+  const uint64_t pages = PageGeometry::PageCount(*plain);
+  const bool torn = g.TornTail(cipher_size);
+  if (pages == 0 || (torn && pages == 1)) return Status::Ok();
+  const uint64_t index = torn ? pages - 2 : pages - 1;
+  const uint64_t data_size = torn ? (pages - 1) * kPageSize : *plain;
+  SIGILFS_ASSIGN_OR_RETURN(LastPage last, ProbeLastPage(*key_, index, data_size, !torn));
+  if (last.kind == LastPage::kBound)
+    return Status(Code::kCorrupt,
+                  label_ + ": a sealed file whose seal was removed (its last page is bound)");
+  if (last.kind == LastPage::kUnsealed) InsertPageLocked(index, std::move(last.plain), false);
+  return Status::Ok();
+}
+
+// Reads data unit `index` as the last page of a file of `data_size` bytes and tells how it
+// opens: as an unsealed file's last page (only tried if `try_unsealed`; the plaintext comes
+// back), as a bound seal's, or neither (damaged or torn: left for reads to report).
+Result<FileContents::LastPage> FileContents::ProbeLastPage(const Key& key, uint64_t index,
+                                                           uint64_t data_size, bool try_unsealed) {
+  const PageGeometry& g = layer_.geometry_;
+  const size_t plain_len =
+      static_cast<size_t>(std::min<uint64_t>(kPageSize, data_size - index * kPageSize));
+  std::vector<uint8_t> unit(plain_len + g.overhead());
+  SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(unit, g.UnitOffset(index)));
+  Count(PageCounter::kBackingBytesRead, got);
+  Count(PageCounter::kLastPageChecks);
+  LastPage out;
+  if (got != unit.size() || IsAllZero(unit)) return out;
+  out.plain = NewPageBuffer();
+  std::memset(out.plain.get(), 0, kPageSize);
+  const MutableByteSpan plain(out.plain.get(), plain_len);
+  if (try_unsealed && key.codec.Open(index, UnitKind::kDataPage, true, unit, plain).ok()) {
+    out.kind = LastPage::kUnsealed;
+    return out;
+  }
+  if (key.codec.Open(index, UnitKind::kSealedLastPage, true, unit, plain).ok())
+    out.kind = LastPage::kBound;
+  out.plain.reset();
+  return out;
+}
+
+// A cipher file longer than its data (what a seal interrupted before its commit point leaves)
+// is cut back to its data before the first change; opening it changed nothing.
+Status FileContents::CutStaleTailLocked() {
+  if (!stale_tail_) return Status::Ok();
+  SIGILFS_RETURN_IF_ERROR(
+      backing_->Truncate(layer_.geometry_.CipherSize(disk_size_)).WithContext(label_));
+  stale_tail_ = false;
   return Status::Ok();
 }
 
@@ -358,7 +411,10 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
         }
         continue;
       }
-      results[i] = key->codec.Open(index, UnitKind::kDataPage, last, unit, {page, plain_len});
+      // The last page of a bound seal was sealed again as its own kind (the commit point).
+      const UnitKind kind =
+          last && sealed && sealed->record.bound ? UnitKind::kSealedLastPage : UnitKind::kDataPage;
+      results[i] = key->codec.Open(index, kind, last, unit, {page, plain_len});
       std::memset(page + plain_len, 0, kPageSize - plain_len);
     }
     if (sealed && !pinned) CheckPages(*sealed, level0, first, b, e, dest, results);
@@ -739,6 +795,12 @@ Result<size_t> FileContents::Write(uint64_t offset, Source& source, size_t lengt
   if (length == 0) return size_t{0};
   if (offset > kMaxFileSize || length > kMaxFileSize - offset)
     return Status::FromErrno(EFBIG, label_ + ": write past the largest file size");
+  // Strict mode refuses every all-zero unit as tampering, so it must never make one: the gap a
+  // write past the end leaves is sealed zeros, not a hole.
+  if (layer_.options_.strict_holes) {
+    const uint64_t old_size = size();
+    if (offset > old_size) SIGILFS_RETURN_IF_ERROR(WriteZeros(old_size, offset));
+  }
   // Whole pages in the middle of a large write go past the cache; the partial pages at either
   // end (and everything of a small write) go through it.
   const uint64_t first_whole = (offset + kPageSize - 1) / kPageSize;
@@ -933,12 +995,18 @@ Status FileContents::Truncate(uint64_t new_size) { return Resize(new_size, false
 
 Status FileContents::Resize(uint64_t new_size, bool only_grow) {
   if (new_size > kMaxFileSize) return Status::FromErrno(EFBIG, label_ + ": truncate too large");
+  if (layer_.options_.strict_holes) {
+    // As for a write past the end: growing seals zeros instead of leaving holes.
+    const uint64_t old_size = size();
+    if (new_size > old_size) return WriteZeros(old_size, new_size);
+  }
   (void)FinishWriteBackJob();  // help it rather than wait; its pages are written below if need be
   std::lock_guard wb(writeback_mu_);
   {
     std::unique_lock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
     if (new_size == size_ || (only_grow && new_size < size_)) return Status::Ok();
+    SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
     ++generation_;
     if (new_size == 0) {
       SIGILFS_RETURN_IF_ERROR(backing_->Truncate(0));
@@ -1017,6 +1085,7 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     // Sealing writes back everything before it freezes the file, and nothing is dirtied after.
     if (sealed_.load() != nullptr)
       return Status(Code::kInternal, label_ + ": write-back of a sealed file");
+    SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
     key = key_;
     write_header = !header_on_disk_;
     old_disk_size = disk_size_;

@@ -13,19 +13,19 @@ namespace {
 
 constexpr int kKnownModes = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
 
+}  // namespace
+
 // Writes zeros over [offset, end) through the ordinary write path (sealed zeros, not holes).
-Status WriteZeros(FileContents& file, uint64_t offset, uint64_t end) {
+Status FileContents::WriteZeros(uint64_t offset, uint64_t end) {
   static const std::vector<uint8_t> kZeros(1 << 20, 0);
   while (offset < end) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kZeros.size(), end - offset));
-    SIGILFS_ASSIGN_OR_RETURN(size_t done, file.Write(offset, ByteSpan(kZeros).first(n)));
-    if (done == 0) return Status(Code::kInternal, file.label() + ": zeroing made no progress");
+    SIGILFS_ASSIGN_OR_RETURN(size_t done, Write(offset, ByteSpan(kZeros).first(n)));
+    if (done == 0) return Status(Code::kInternal, label_ + ": zeroing made no progress");
     offset += done;
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
   const bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0;
@@ -37,8 +37,10 @@ Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
   if (offset > kMaxFileSize || length > kMaxFileSize - offset)
     return Status::FromErrno(EFBIG, label_ + ": fallocate past the largest file size");
   {
-    std::shared_lock lock(mu_);
+    std::lock_guard wb(writeback_mu_);
+    std::unique_lock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
+    SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
   }
   const uint64_t end = offset + length;
 
@@ -51,16 +53,16 @@ Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
       const uint64_t first_whole = (offset + kPageSize - 1) / kPageSize;
       const uint64_t end_whole = std::min(stop / kPageSize, last_page);
       if (layer_.options_.strict_holes || first_whole >= end_whole) {
-        SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, offset, stop));
+        SIGILFS_RETURN_IF_ERROR(WriteZeros(offset, stop));
       } else {
         // The whole pages first: a store that cannot punch fails a punch before anything
         // changed, and a zero-range falls back to sealed zeros.
         Status punched = PunchPages(first_whole, end_whole);
         if (!punched.ok() && punched.sys_errno() == EOPNOTSUPP && zero)
-          punched = WriteZeros(*this, first_whole * kPageSize, end_whole * kPageSize);
+          punched = WriteZeros(first_whole * kPageSize, end_whole * kPageSize);
         SIGILFS_RETURN_IF_ERROR(punched);
-        SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, offset, first_whole * kPageSize));
-        SIGILFS_RETURN_IF_ERROR(WriteZeros(*this, end_whole * kPageSize, stop));
+        SIGILFS_RETURN_IF_ERROR(WriteZeros(offset, first_whole * kPageSize));
+        SIGILFS_RETURN_IF_ERROR(WriteZeros(end_whole * kPageSize, stop));
       }
     }
     if (punch) return Status::Ok();

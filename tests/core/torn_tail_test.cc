@@ -301,32 +301,41 @@ TEST_P(TornTailTest, ASealStoppedBeforeItsRecordWasWrittenIsUndone) {
     SCOPED_TRACE(size);
     const auto plain = Pattern(size, 13);
     Put("a", {});
+    std::vector<uint8_t> unsealed;
     {
       auto f = Open("a");
       if (size > 0) {
         ASSERT_EQ(*f->Write(0, plain), size);
       }
+      ASSERT_TRUE(f->Flush().ok());
+      unsealed = backend_.Raw("a");
       ASSERT_TRUE(f->EnableVerity({}).ok());
     }
     // As if the crash came right after the trailer: no header flag, no tree, no record (the
-    // hole they would have filled).
+    // hole they would have filled), and the last page not yet bound.
     const auto layout = verity::LayoutOf(geometry(), size, /*pinned=*/true);
     auto raw = backend_.Raw("a");
     ASSERT_EQ(raw.size(), layout.cipher_size);
     raw[10] &= static_cast<uint8_t>(~kFileFlagsSeal);
     std::fill(raw.begin() + static_cast<long>(Unit(layout.tree_first_unit)),
               raw.end() - verity::kTrailerSize, 0);
+    if (size > 0)
+      std::copy(unsealed.begin() + static_cast<long>(kFileHeaderSize), unsealed.end(),
+                raw.begin() + static_cast<long>(kFileHeaderSize));
     Put("a", raw);
     auto f = Open("a");
     ASSERT_TRUE(f);
     EXPECT_FALSE(f->sealed());
     EXPECT_EQ(f->size(), size);
-    EXPECT_EQ(backend_.Raw("a").size(), geometry().CipherSize(size));
+    EXPECT_EQ(backend_.Raw("a"), raw) << "an open changes nothing";
     std::vector<uint8_t> back(size + 1);
     auto n = f->Read(0, back);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     back.resize(*n);
     EXPECT_TRUE(back == plain);
+    // The first change cuts the interrupted seal's tail, then makes its own.
+    ASSERT_TRUE(f->Truncate(size + 1).ok());
+    EXPECT_EQ(backend_.Raw("a").size(), geometry().CipherSize(size + 1));
   }
   // Without the record, a last data page that does not open as the last proves nothing: the
   // file is left as it is.

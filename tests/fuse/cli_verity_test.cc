@@ -446,6 +446,38 @@ TEST_F(CliVerityTest, FsckReportsAnIvFileKeptOnlyInTheDirectorysAttribute) {
   EXPECT_EQ(fs::file_size(sub / core::kDirIvFileName), 0u) << "fsck changes nothing";
 }
 
+// A sealed file whose header flags were cleared still verifies (it stays sealed), but fsck names
+// it; one stripped of everything after its data as well does not open at all, and fsck names it.
+// Neither check changes the vault.
+TEST_F(CliVerityTest, FsckNamesASealedFileWhoseSealWasTamperedWith) {
+  const auto data = test::Pattern(5 * 4096 + 10, 4);
+  Put("flags.bin", data);
+  Put("stripped.bin", data);
+  ASSERT_EQ(Verity("enable", "flags.bin").exit_code, 0);
+  ASSERT_EQ(Verity("enable", "stripped.bin").exit_code, 0);
+  auto clear_flags = [](const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << path;
+    const uint8_t zero[2] = {0, 0};
+    ASSERT_EQ(::pwrite(fd, zero, 2, 10), 2);
+    ::close(fd);
+  };
+  clear_flags(CipherPath("flags.bin"));
+  clear_flags(CipherPath("stripped.bin"));
+  fs::resize_file(CipherPath("stripped.bin"), PageOffset(5) + 10 + 12 + 16);
+  EXPECT_EQ(Verity("verify", "flags.bin").exit_code, 0);
+  const auto before = Snapshot(Vault());
+  ProcessResult r = Fsck();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("flags.bin: corrupt: sealed, but its header's flags are clear"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("stripped.bin: corrupt: a sealed file whose seal was removed"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(Snapshot(Vault()), before);
+}
+
 TEST_F(CliVerityTest, WrongPassphraseIsOneLine) {
   Put("f", test::Pattern(10, 1));
   const std::string bad = PassFile("bad", "nope");

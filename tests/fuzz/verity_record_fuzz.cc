@@ -55,7 +55,7 @@ void CheckRecord(ByteSpan in) {
   FUZZ_CHECK(r->decoded.data_size == verity::DecodeDescriptor(r->descriptor)->data_size);
   FUZZ_CHECK(r->pin_blocks <= core::PageGeometry::PageCount(r->decoded.data_size));
   const std::vector<uint8_t> again =
-      verity::EncodeRecord(r->descriptor, r->tree_blocks, r->pin_blocks);
+      verity::EncodeRecord(r->descriptor, r->tree_blocks, r->pin_blocks, r->bound);
   FUZZ_CHECK(std::equal(again.begin(), again.end(), in.begin(), in.end()));
 }
 
@@ -191,11 +191,15 @@ void MakeCorpus(const std::string& dir) {
   const verity::Descriptor descriptor = verity::EncodeDescriptor(data_size, root, salt);
   const uint64_t tree_blocks = verity::TreeLayout(data_size).total_blocks();
   const core::PageGeometry gcm(crypt::AeadNonceSize(AeadAlgorithm::kAes256Gcm));
-  WriteSeed(dir, "record-1MiB", verity::EncodeRecord(descriptor, tree_blocks, 0));
-  WriteSeed(
-      dir, "record-1MiB-pins",
-      verity::EncodeRecord(descriptor, tree_blocks,
-                           verity::PinBlockCount(gcm, core::PageGeometry::PageCount(data_size))));
+  WriteSeed(dir, "record-1MiB", verity::EncodeRecord(descriptor, tree_blocks, 0, false));
+  WriteSeed(dir, "record-1MiB-pins",
+            verity::EncodeRecord(
+                descriptor, tree_blocks,
+                verity::PinBlockCount(gcm, core::PageGeometry::PageCount(data_size)), false));
+  WriteSeed(dir, "record-1MiB-pins-bound",
+            verity::EncodeRecord(
+                descriptor, tree_blocks,
+                verity::PinBlockCount(gcm, core::PageGeometry::PageCount(data_size)), true));
 }
 
 }  // namespace

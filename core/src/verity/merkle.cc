@@ -133,11 +133,12 @@ Result<SealedLayout> LayoutFromTrailer(const PageGeometry& geometry, uint64_t ci
 }
 
 std::vector<uint8_t> EncodeRecord(const Descriptor& descriptor, uint64_t tree_blocks,
-                                  uint64_t pin_blocks) {
+                                  uint64_t pin_blocks, bool bound) {
   std::vector<uint8_t> r(kRecordSize, 0);
   std::memcpy(r.data(), descriptor.data(), kDescriptorSize);
   StoreLe64(r.data() + kDescriptorSize, tree_blocks);
   StoreLe64(r.data() + kDescriptorSize + 8, pin_blocks);
+  StoreLe64(r.data() + kDescriptorSize + 16, bound ? kRecordFlagBound : 0);
   return r;
 }
 
@@ -148,10 +149,14 @@ Result<Record> DecodeRecord(ByteSpan in) {
   SIGILFS_ASSIGN_OR_RETURN(r.decoded, DecodeDescriptor(r.descriptor));
   r.tree_blocks = LoadLe64(in.data() + kDescriptorSize);
   r.pin_blocks = LoadLe64(in.data() + kDescriptorSize + 8);
-  // At most one pin block per data page (the fewest pins a block holds is 169).
+  const uint64_t flags = LoadLe64(in.data() + kDescriptorSize + 16);
+  r.bound = (flags & kRecordFlagBound) != 0;
+  // At most one pin block per data page (the fewest pins a block holds is 169); an empty file
+  // has no page to bind.
   if (r.tree_blocks != TreeLayout(r.decoded.data_size).total_blocks() ||
       r.pin_blocks > PageGeometry::PageCount(r.decoded.data_size) ||
-      !IsAllZero(in.subspan(kDescriptorSize + 16)))
+      (flags & ~kRecordFlagBound) != 0 || (r.bound && r.decoded.data_size == 0) ||
+      !IsAllZero(in.subspan(kDescriptorSize + 24)))
     return Status(Code::kCorrupt, "verity record does not match its descriptor");
   return r;
 }

@@ -2,6 +2,7 @@
 // and pin blocks that every page read is checked against.
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <shared_mutex>
 
 #include "endian.h"
@@ -74,28 +75,50 @@ Status FileContents::LoadSealed(const FileHeader& header, uint64_t cipher_size) 
   if (((header.flags & kFileFlagPinned) != 0) != (layout->pin_blocks > 0))
     return Status(Code::kCorrupt,
                   label_ + ": sealed file whose header and length disagree on pins");
-  SIGILFS_ASSIGN_OR_RETURN(key_, MakeKey(header.nonce));
-  SIGILFS_ASSIGN_OR_RETURN(verity::Record record, ReadRecord(*key_, *layout));
-  sealed_owner_ = std::make_unique<const Sealed>(*layout, record);
-  sealed_.store(sealed_owner_.get(), std::memory_order_release);
-  frozen_ = true;
-  size_ = disk_size_ = layout->data_size;
-  header_on_disk_ = true;
+  SIGILFS_ASSIGN_OR_RETURN(auto key, MakeKey(header.nonce));
+  SIGILFS_ASSIGN_OR_RETURN(verity::Record record, ReadRecord(*key, *layout));
+  if (((header.flags & kFileFlagBound) != 0) != record.bound)
+    return Status(Code::kCorrupt,
+                  label_ + ": sealed file whose header and record disagree on its last page");
+  AdoptSeal(*layout, record, std::move(key));
   return Status::Ok();
 }
 
-// Sealing writes the trailer, then the tree, record and pins past the data, before it sets the
-// header's flag. A file whose header is not sealed but whose length is a sealed file's was
-// either interrupted there (a crash) or has a torn tail whose remainder happens to be the
-// trailer's 8 bytes (a crash while it grew). Only a proven seal is undone, by cutting the file
-// back to its data: the trailer must account for exactly this length, and either the record
-// must open under the file key (the tree and record were written), or, the crash having come
-// before the record was written, the data's last page must open as the last page of the size
-// the trailer states (the seal does not touch the data) — for an empty file, nothing but a hole
-// may precede the trailer. Anything else is left alone: false, and the file opens as an
-// unsealed one with a torn tail. The trailer, which is not authenticated, never decides a cut
-// on its own.
-Result<bool> FileContents::UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size) {
+void FileContents::AdoptSeal(const verity::SealedLayout& layout, const verity::Record& record,
+                             std::shared_ptr<const Key> key) {
+  key_ = std::move(key);
+  sealed_owner_ = std::make_unique<const Sealed>(layout, record);
+  sealed_.store(sealed_owner_.get(), std::memory_order_release);
+  frozen_ = true;
+  size_ = disk_size_ = layout.data_size;
+  header_on_disk_ = true;
+}
+
+void FileContents::AdoptUnsealedData(uint64_t data_size, std::shared_ptr<const Key> key) {
+  size_ = disk_size_ = data_size;
+  stale_tail_ = true;          // cut at the first change, not by this open
+  if (data_size == 0) return;  // the cut leaves nothing: the next write starts a new file
+  header_on_disk_ = true;
+  key_ = std::move(key);
+}
+
+// Sealing writes the trailer, then the tree, record and pins past the data, then (the commit
+// point) the data's last page sealed again as a bound last page, and last the header's flags
+// (docs/format.md, "Sealing order"). A file whose header is not sealed but whose length is a
+// sealed file's is one of:
+// - a seal interrupted before its commit point: its data is as it was, and it opens as the
+//   unsealed file it still is, the tail past its data cut at the first change (never by an
+//   open, which may only be reading);
+// - a seal interrupted after its commit point, or a sealed file whose flags were cleared: it
+//   opens sealed, every read checked as in any sealed file;
+// - a torn tail whose remainder happens to be the trailer's 8 bytes (false: opened as such).
+// The bound last page decides, because only a seal that reached its commit point writes one and
+// nobody without the key can make one: a record that authenticates and binds, over a last page
+// that opens as an unsealed one, is a seal that never committed. Files sealed before binding
+// (the record does not bind) whose record authenticates open sealed (finished, not undone), so
+// clearing their flag changes nothing either. The trailer, which is not authenticated, never
+// decides on its own.
+Result<bool> FileContents::LoadUnflaggedSeal(const FileHeader& header, uint64_t cipher_size) {
   const PageGeometry& g = layer_.geometry_;
   // Damage (bytes that do not decode or authenticate) means "not a seal"; a failing read is
   // an error of its own.
@@ -108,32 +131,48 @@ Result<bool> FileContents::UndoInterruptedSeal(const FileHeader& header, uint64_
     return false;  // no trailer accounts for this length: a torn tail
   }
   SIGILFS_ASSIGN_OR_RETURN(auto key, MakeKey(header.nonce));
+  const uint64_t data_size = layout->data_size;
+  const uint64_t last_index = PageGeometry::PageCount(data_size) - 1;  // when data_size > 0
   auto record = ReadRecord(*key, *layout);
-  if (!record.ok()) {
-    if (!damaged(record.status())) return record.status();
-    if (layout->data_size == 0) {
-      // An empty file has no data page to vouch for its trailer. Before its record is written,
-      // all that precedes the trailer is the header and the hole where the record goes:
-      // cutting that loses nothing that could be read.
-      std::vector<uint8_t> unit(g.unit_size());
-      SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(unit, g.UnitOffset(0)));
-      if (got != unit.size() || !IsAllZero(unit)) return false;
-    } else {
-      std::vector<PageBuffer> last_page;
-      Status s = LoadPageBuffers(key.get(), PageGeometry::PageCount(layout->data_size) - 1, 1,
-                                 layout->data_size, last_page);
-      if (!s.ok() && !damaged(s)) return s;
-      if (!s.ok()) return false;
+  if (record.ok()) {
+    if (record->bound) {
+      SIGILFS_ASSIGN_OR_RETURN(LastPage last, ProbeLastPage(*key, last_index, data_size, true));
+      if (last.kind == LastPage::kUnsealed) {
+        AdoptUnsealedData(data_size, std::move(key));
+        InsertPageLocked(last_index, std::move(last.plain), false);
+        return true;
+      }
+      // Committed (a bound last page), or a last page that opens as neither: sealed either way,
+      // and reads of that page fail.
     }
+    AdoptSeal(*layout, *record, std::move(key));
+    seal_unflagged_ = true;
+    return true;
   }
-  // On a read-only descriptor the cut fails; the file still reads as its data.
-  (void)backing_->Truncate(g.CipherSize(layout->data_size));
-  size_ = disk_size_ = layout->data_size;
-  if (layout->data_size > 0) {
-    key_ = std::move(key);
-    header_on_disk_ = true;
+  if (!damaged(record.status())) return record.status();
+  // No record that authenticates: the seal was interrupted before writing it, or the record was
+  // damaged. The data alone must show which.
+  if (data_size == 0) {
+    // An empty file has no data page to vouch for its trailer. Before its record is written,
+    // all that precedes the trailer is the header and the hole where the record goes.
+    std::vector<uint8_t> unit(g.unit_size());
+    SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(unit, g.UnitOffset(0)));
+    if (got != unit.size() || !IsAllZero(unit)) return false;
+    AdoptUnsealedData(0, std::move(key));
+    return true;
   }
-  return true;
+  SIGILFS_ASSIGN_OR_RETURN(LastPage last, ProbeLastPage(*key, last_index, data_size, true));
+  switch (last.kind) {
+    case LastPage::kUnsealed:
+      AdoptUnsealedData(data_size, std::move(key));
+      InsertPageLocked(last_index, std::move(last.plain), false);
+      return true;
+    case LastPage::kBound:
+      return Status(Code::kCorrupt, label_ + ": a sealed file whose verity record is damaged");
+    case LastPage::kNeither:
+      break;
+  }
+  return false;
 }
 
 Result<FileContents::TreeBlock> FileContents::OpenTreeBlock(const Sealed& sealed, const Key& key,
@@ -339,15 +378,23 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
   std::shared_ptr<const Key> key;
   uint64_t data_size = 0;
   bool had_header = false;
+  // How far the seal got on disk, for undoing it: the cipher file's length before, whether the
+  // bound last page (the commit point) and the flagged header were written.
+  std::optional<uint64_t> original_length;
+  bool last_rewritten = false, header_flagged = false;
+  const PageGeometry& g = layer_.geometry_;
+  crypt::SecureBytes last_plain(kPageSize);  // the data's last page, to bind and to unbind
+  size_t last_len = 0;
   auto attempt = [&]() -> Result<verity::Digest> {
     SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
     {
       std::unique_lock lock(mu_);
+      SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
       data_size = size_;
       SIGILFS_ASSIGN_OR_RETURN(key, EnsureKeyLocked());
       had_header = header_on_disk_;
     }
-    const PageGeometry& g = layer_.geometry_;
+    SIGILFS_ASSIGN_OR_RETURN(original_length, backing_->Size());
     const verity::BlockHasher hasher(salt);
     const verity::TreeLayout tree_layout(data_size);
     const uint64_t pages = tree_layout.data_blocks();
@@ -391,6 +438,10 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
       });
       for (Status& r : results)
         if (!r.ok() && hashed.ok()) hashed = std::move(r);
+      if (hashed.ok() && first + n == pages) {
+        last_len = static_cast<size_t>(data_size - (pages - 1) * kPageSize);
+        std::memcpy(last_plain.data(), dest[n - 1], last_len);
+      }
     }
     crypt::SecureWipe(chunk);
     SIGILFS_RETURN_IF_ERROR(hashed);
@@ -398,8 +449,19 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     const verity::Tree tree = verity::BuildTree(tree_layout, hasher, hashes);
     const verity::Descriptor descriptor = verity::EncodeDescriptor(data_size, tree.root, salt);
     const verity::SealedLayout layout = verity::LayoutOf(g, data_size, pinned);
+    // The data's last page, sealed again (a fresh nonce) as a bound last page: written last of
+    // all the seal's units, it is the commit point, and from then on the file cannot be opened
+    // as an unsealed one. Its new nonce is the one pinned.
+    const bool bound = pages > 0 && layer_.options_.verity_bind;
+    std::vector<uint8_t> bound_unit(bound ? last_len + g.overhead() : 0);
+    if (bound) {
+      SIGILFS_RETURN_IF_ERROR(key->codec.Seal(pages - 1, UnitKind::kSealedLastPage, true,
+                                              last_plain.span().first(last_len), bound_unit));
+      if (pinned)
+        std::memcpy(nonces.data() + static_cast<size_t>(pages - 1) * ns, bound_unit.data(), ns);
+    }
     const std::vector<uint8_t> record_plain =
-        verity::EncodeRecord(descriptor, layout.tree_blocks, layout.pin_blocks);
+        verity::EncodeRecord(descriptor, layout.tree_blocks, layout.pin_blocks, bound);
     SIGILFS_ASSIGN_OR_RETURN(verity::Record record, verity::DecodeRecord(record_plain));
 
     // Pin blocks: the root, then the nonces of the pages each covers.
@@ -440,8 +502,8 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
         key->codec.Seal(0, UnitKind::kSealedRecord, true, record_plain, unit_at(tree_n)));
 
     // Order matters for crash safety: the trailer first (the file takes its sealed length, so
-    // an interrupted seal is recognized and undone on open), then tree and record, then the
-    // header's flag, each step on disk before the next.
+    // an interrupted seal is recognized on open), then tree, record and pins, then the bound
+    // last page (the commit point), then the header's flags, each step on disk before the next.
     std::array<uint8_t, kFileHeaderSize> header{};
     if (!had_header) {
       EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key->nonce}, header);
@@ -455,29 +517,67 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     const ByteSpan u[] = {units};
     SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(u, g.UnitOffset(layout.tree_first_unit)));
     SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
-    const uint16_t flags = kFileFlagSealed | (layout.pin_blocks > 0 ? kFileFlagPinned : 0);
+    if (bound) {
+      last_rewritten = true;  // from the first byte on: a torn write is undone as well
+      const ByteSpan b[] = {bound_unit};
+      SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(b, g.UnitOffset(pages - 1)));
+      SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
+    }
+    const uint16_t flags = kFileFlagSealed | (layout.pin_blocks > 0 ? kFileFlagPinned : 0) |
+                           (bound ? kFileFlagBound : 0);
     EncodeFileHeader(FileHeader{kFileFormatVersion, flags, key->nonce}, header);
     const ByteSpan h[] = {header};
+    header_flagged = true;
     SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
     SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
-    Count(PageCounter::kBackingBytesWritten, units.size() + trailer.size() + header.size());
+    Count(PageCounter::kBackingBytesWritten,
+          units.size() + trailer.size() + header.size() + bound_unit.size());
 
     std::unique_lock lock(mu_);
-    sealed_owner_ = std::make_unique<const Sealed>(layout, record);
-    sealed_.store(sealed_owner_.get(), std::memory_order_release);
-    header_on_disk_ = true;
+    AdoptSeal(layout, record, key);
     return verity::FileDigest(descriptor);
   };
   auto digest = attempt();
-  if (!digest.ok()) {
-    // Leave the file as it was: unsealed, its data intact, nothing past it.
-    if (key)
-      (void)backing_->Truncate(layer_.geometry_.CipherSize(data_size));  // 0 for an empty file
-    std::unique_lock lock(mu_);
-    frozen_ = false;
-    return digest.status().WithContext("sealing");
+  if (digest.ok()) return digest;
+  // Leave the file as it was: unsealed, its data intact, nothing past it. The steps go back in
+  // the reverse order of sealing, and each leaves a file that opens with its data (sealed, or
+  // unsealed with a tail an open leaves alone), so an undo that fails half way is safe too:
+  // it stops there and says so.
+  Status undo = Status::Ok();
+  if (header_flagged) {
+    std::array<uint8_t, kFileHeaderSize> header{};
+    EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key->nonce}, header);
+    const ByteSpan h[] = {header};
+    undo = backing_->WriteAt(h, 0);
+    if (undo.ok()) undo = backing_->Sync(true);
   }
-  return digest;
+  if (undo.ok() && last_rewritten) {
+    std::vector<uint8_t> unit(last_len + g.overhead());
+    const uint64_t last = PageGeometry::PageCount(data_size) - 1;
+    undo =
+        key->codec.Seal(last, UnitKind::kDataPage, true, last_plain.span().first(last_len), unit);
+    const ByteSpan u[] = {unit};
+    if (undo.ok()) undo = backing_->WriteAt(u, g.UnitOffset(last));
+    if (undo.ok()) undo = backing_->Sync(true);
+  }
+  bool cut = false;
+  if (undo.ok() && original_length) {
+    undo = backing_->Truncate(*original_length);  // a torn tail's length included
+    cut = undo.ok();
+  }
+  std::unique_lock lock(mu_);
+  if (!undo.ok() && last_rewritten) {
+    // The bound last page may be on disk: the file opens sealed from now on (or, were the
+    // unbound page written back, unsealed), so it must not take writes as if nothing happened.
+    return digest.status().WithContext(label_ + ": sealing failed, and so did undoing it (" +
+                                       undo.ToString() +
+                                       "); the file reads as before but may stay sealed");
+  }
+  frozen_ = false;
+  if (original_length && !cut) stale_tail_ = true;  // the next change cuts it first
+  if (!undo.ok())
+    return digest.status().WithContext("sealing (and undoing it: " + undo.ToString() + ")");
+  return digest.status().WithContext("sealing");
 }
 
 Status FileContents::VerifyAll() {

@@ -143,6 +143,10 @@ class Checker {
     }
     if ((*file)->sealed()) {
       ++sealed_;
+      if ((*file)->seal_unflagged())
+        Problem(path, Status(Code::kCorrupt,
+                             "sealed, but its header's flags are clear (a seal stopped after its "
+                             "commit point, or a changed header): it reads as sealed"));
       // Reads every tree block and every data page, each checked as a read would: a full
       // read on top would find nothing new.
       if (Status s = (*file)->VerifyAll(); !s.ok()) Problem(path, s);

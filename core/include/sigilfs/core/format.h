@@ -25,7 +25,12 @@ inline constexpr uint16_t kFileFlagSealed = 0x0001;  // fs-verity tree and recor
 // "Sealed files"). Only ever set together with kFileFlagSealed; older builds refuse the file as
 // a newer format instead of taking its longer layout for damage.
 inline constexpr uint16_t kFileFlagPinned = 0x0002;
-inline constexpr uint16_t kFileFlagsSeal = kFileFlagSealed | kFileFlagPinned;
+// With kFileFlagSealed: the data's last page was sealed again when the file was sealed, as a
+// UnitKind::kSealedLastPage unit, so the file can no longer pass for an unsealed one
+// (docs/format.md, "Binding the seal"). Only with kFileFlagSealed, and only when the file has data;
+// older builds refuse the file as a newer format.
+inline constexpr uint16_t kFileFlagBound = 0x0004;
+inline constexpr uint16_t kFileFlagsSeal = kFileFlagSealed | kFileFlagPinned | kFileFlagBound;
 inline constexpr uint16_t kKnownFileFlags = kFileFlagsSeal;
 
 struct FileHeader {
@@ -44,6 +49,9 @@ enum class UnitKind : uint8_t {
   kTreeBlock = 2,     // fs-verity Merkle tree block
   kSealedRecord = 3,  // fs-verity descriptor record
   kPinBlock = 4,      // nonces of a sealed file's data units
+  // The last data page of a file sealed with kFileFlagBound, sealed again (new nonce) as the
+  // seal's commit point: the cipher file cannot be opened as an unsealed file while it is there.
+  kSealedLastPage = 5,
 };
 
 inline constexpr size_t kUnitAdSize = kFileNonceSize + 8 + 1 + 1;

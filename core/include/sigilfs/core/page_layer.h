@@ -43,6 +43,10 @@ struct PageLayerOptions {
   // hashing pages (docs/design.md, "Pinned nonces"). Off: seal as sigilfs did before pins, with
   // reads checked against the tree (for tests of such files, and to measure the difference).
   bool verity_pins = true;
+  // Sealing binds the data's last page as its commit point, so the file cannot pass for an
+  // unsealed one again (docs/design.md, "Binding the seal"). Off only to make files as builds
+  // before binding sealed them, for tests that such files still read.
+  bool verity_bind = true;
   unsigned crypto_threads = 0;  // workers for large batches; 0 = one per core
 };
 
@@ -61,6 +65,9 @@ enum class PageCounter : int {
   kVerityPagesVerified,   // data pages of sealed files checked (pins, or the Merkle tree)
   kVerityTreeBlocksRead,  // tree blocks read, opened and checked (then cached)
   kVerityPinBlocksRead,   // pin blocks read, opened and checked (then cached)
+  // Opens of unsealed files that read and opened their last page, to tell them from a sealed
+  // file stripped of its seal (the page then stays cached); not counted as decrypted pages.
+  kLastPageChecks,
   kCount,
 };
 std::string_view PageCounterName(PageCounter c);
@@ -161,6 +168,9 @@ class FileContents {
   // kExists if already sealed.
   Result<verity::Digest> EnableVerity(ByteSpan salt);
   bool sealed() const;
+  // Sealed, though its header's flags say otherwise: a seal stopped after its commit point, or
+  // flags cleared by someone else. It reads (and refuses changes) as sealed; fsck reports it.
+  bool seal_unflagged() const { return seal_unflagged_; }
   // The sealed file's fs-verity descriptor (its SHA-256 is the file digest); kNotFound with
   // errno ENODATA when the file is not sealed.
   Result<verity::Descriptor> VerityDescriptor() const;
@@ -193,9 +203,21 @@ class FileContents {
   FileContents(PageLayer& layer, std::unique_ptr<BackingFile> backing, std::string label);
   Status Load();
   Status LoadSealed(const FileHeader& header, uint64_t cipher_size);
-  // True if the file was an interrupted seal, now cut back to its data; false if its length
-  // only looks sealed (a torn tail) and nothing was changed.
-  Result<bool> UndoInterruptedSeal(const FileHeader& header, uint64_t cipher_size);
+  // A file whose length is a sealed file's but whose header is not flagged: true if it was
+  // loaded (as the sealed file it is, or as the unsealed file an interrupted seal left, its tail
+  // to be cut at the first change); false if its length only looks sealed (a torn tail).
+  Result<bool> LoadUnflaggedSeal(const FileHeader& header, uint64_t cipher_size);
+  void AdoptSeal(const verity::SealedLayout& layout, const verity::Record& record,
+                 std::shared_ptr<const Key> key);
+  void AdoptUnsealedData(uint64_t data_size, std::shared_ptr<const Key> key);
+  // How a file's last data unit opens (Load's check that an unsealed file is not a stripped one).
+  struct LastPage {
+    enum Kind { kNeither, kUnsealed, kBound } kind = kNeither;
+    PageBuffer plain;  // the page, when it opened as an unsealed file's last page
+  };
+  Result<LastPage> ProbeLastPage(const Key& key, uint64_t index, uint64_t data_size,
+                                 bool try_unsealed);
+  Status CutStaleTailLocked();  // REQUIRES writeback_mu_ and mu_ (exclusive)
   Result<verity::Record> ReadRecord(const Key& key, const verity::SealedLayout& layout);
   // Verified tree blocks for the data pages [first, first + count) of a sealed file, one per
   // level-0 block (read together), with their ancestors checked up to the root. If a block after
@@ -265,6 +287,8 @@ class FileContents {
   void DropCleanRangeLocked(uint64_t first, uint64_t end);  // only the clean ones
   // Truncate, or with `only_grow` a size that is only ever raised (fallocate beside writers).
   Status Resize(uint64_t new_size, bool only_grow);
+  // Sealed zeros over [offset, end), through the ordinary write path: no holes.
+  Status WriteZeros(uint64_t offset, uint64_t end);
   // Whole pages [first, end), none of them the last, become holes (Allocate's punch).
   Status PunchPages(uint64_t first, uint64_t end);
   // The first run of hole pages at or after `from`, before the last page: [first, end).
@@ -302,6 +326,10 @@ class FileContents {
   std::unique_ptr<const Sealed> sealed_owner_;  // GUARDED_BY(mu_)
   std::atomic<const Sealed*> sealed_{nullptr};
   bool frozen_ = false;  // GUARDED_BY(mu_) sealed or being sealed
+  // GUARDED_BY(mu_) the cipher file holds more than its data: what a seal interrupted before its
+  // commit point (or undone without its last cut) leaves; cut before the first change.
+  bool stale_tail_ = false;
+  bool seal_unflagged_ = false;  // set by the open only
   // Nodes of pages_ and dirty_ come from a pool of the file's own: a malloc and a free per
   // node were a tenth of a small write's time. All changes to either happen under mu_ held
   // exclusively, so the pool needs no lock of its own.

@@ -121,15 +121,19 @@ inline uint64_t PinBlockCount(const PageGeometry& geometry, uint64_t data_pages)
 }
 
 // The record's plaintext (one full unit): the descriptor, le64 tree block count, le64 pin block
-// count, zeros.
+// count, le64 flags (bit 0: the data's last page is bound, UnitKind::kSealedLastPage), zeros.
 inline constexpr size_t kRecordSize = kPageSize;
+inline constexpr uint64_t kRecordFlagBound = 1;
 std::vector<uint8_t> EncodeRecord(const Descriptor& descriptor, uint64_t tree_blocks,
-                                  uint64_t pin_blocks);
+                                  uint64_t pin_blocks, bool bound);
 struct Record {
   Descriptor descriptor{};
   DecodedDescriptor decoded;
   uint64_t tree_blocks = 0;
   uint64_t pin_blocks = 0;  // checked against the layout by the reader, who knows the geometry
+  // The data's last page was sealed again as the seal's commit point (files sealed before this
+  // flag existed have it clear).
+  bool bound = false;
 };
 Result<Record> DecodeRecord(ByteSpan in);
 
