@@ -4,7 +4,8 @@
 # timeout or sanitizer report, naming the reproducer: fuzz.sh [SECONDS_PER_TARGET] [TARGET...].
 # New inputs go to a scratch folder, never into tests/fuzz/corpus/. Reproduce a failure with
 # build-fuzz/tests/fuzz/<target> <reproducer>. Regenerate a target's seeds (all but config_fuzz,
-# whose seeds are `sigilfs init --kdf test` configs) with <target> --make-corpus=DIR.
+# whose seeds are `SIGILFS_TEST_KDF=1 sigilfs init --kdf test` configs) with
+# <target> --make-corpus=DIR.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build-fuzz

@@ -7,8 +7,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "test_support/temp_dir.h"
@@ -28,12 +30,28 @@ inline std::string ReadAll(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Runs argv[0] (a path) with `input` on its standard input (empty: /dev/null).
-inline ProcessResult RunProcess(const std::vector<std::string>& argv,
-                                const std::string& input = "") {
+// This process's environment without the variable `name` ("NAME=..." entries, for RunProcess).
+inline std::vector<std::string> EnvironmentWithout(const std::string& name) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::string_view(*e).substr(0, name.size() + 1) != name + "=") env.emplace_back(*e);
+  return env;
+}
+
+// Runs argv[0] (a path) with `input` on its standard input (empty: /dev/null), in `env` if
+// given ("NAME=value" entries), else in this process's environment.
+inline ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& input = "",
+                                const std::optional<std::vector<std::string>>& env = std::nullopt) {
   TempDir io;
   const auto in_path = io.path() / "in", out_path = io.path() / "out", err_path = io.path() / "err";
   { std::ofstream(in_path, std::ios::binary) << input; }
+  // Built before the fork.
+  std::vector<char*> args, envp;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  if (env)
+    for (const std::string& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid == 0) {
     int in = ::open(input.empty() ? "/dev/null" : in_path.c_str(), O_RDONLY);
@@ -43,10 +61,10 @@ inline ProcessResult RunProcess(const std::vector<std::string>& argv,
     ::dup2(out, 1);
     ::dup2(err, 2);
     ::setsid();  // no controlling terminal: prompts must not reach the developer's tty
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
+    if (env)
+      ::execve(args[0], args.data(), envp.data());
+    else
+      ::execv(args[0], args.data());
     ::_exit(127);
   }
   int status = 0;
