@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_support/requirements.h"
+
 namespace sigilfs::crypt {
 namespace {
 
@@ -74,7 +76,7 @@ TEST(SecureBytesTest, KeysLiveInLockedUndumpableMemory) {
 
 // mlock does not survive fork; a daemon forks after unlocking, so the pool locks again.
 TEST(SecureBytesTest, KeysMadeBeforeAForkAreLockedInTheChild) {
-  if (geteuid() != 0) GTEST_SKIP() << "mlock may be refused without privileges";
+  SIGILFS_NEEDS_ROOT("mlock may be refused without privileges");
   if (!kMlockWorks) GTEST_SKIP() << "mlock is a no-op under AddressSanitizer";
   SecureBytes key(32);
   const pid_t pid = ::fork();

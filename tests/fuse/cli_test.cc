@@ -7,6 +7,7 @@
 #include "sigilfs/core/config.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -185,7 +186,7 @@ TEST_F(CliTest, EmptyPassphraseIsRefused) {
 }
 
 TEST_F(CliTest, DemoRuns) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ProcessResult r = Sigilfs({"demo", "--dir", tmp_.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("sigilfs: wrong passphrase"), std::string::npos);

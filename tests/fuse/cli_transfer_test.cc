@@ -21,6 +21,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 #include "test_support/tree_snapshot.h"
 
@@ -223,7 +224,7 @@ TEST_F(CliTransferTest, ImportThenExportGivesTheSameTree) {
 }
 
 TEST_F(CliTransferTest, ImportedTreeReadsTheSameThroughAMount) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const fs::path src = Tmp("src/tree");
   BuildTree(src);
   const auto before = Snapshot(src);
@@ -414,7 +415,7 @@ TEST_F(CliTransferTest, ImportOfTheVaultIntoItselfIsRefused) {
 }
 
 TEST_F(CliTransferTest, ImportGivesTheVaultsOwnFilesToItsOwner) {
-  if (!Root()) GTEST_SKIP() << "needs root to change owners";
+  SIGILFS_NEEDS_ROOT("needs root to change owners");
   ASSERT_EQ(::chown(Vault().c_str(), 4242, 4343), 0);
   fs::create_directories(Tmp("t") / std::string(200, 'd'));
   ASSERT_EQ(Import(Tmp("t").string()).exit_code, 0);

@@ -19,6 +19,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -498,7 +499,7 @@ TEST_F(CliVerityTest, WrongPassphraseIsOneLine) {
 
 // Files written through a real mount, sealed offline, then read and measured through the mount.
 TEST(CliVerityMountTest, SealFilesWrittenThroughAMount) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault v;
   const auto data = test::Pattern(123457, 9);
   {

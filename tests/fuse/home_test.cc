@@ -23,6 +23,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/system_user.h"
 #include "test_support/temp_dir.h"
 #include "test_support/tree_snapshot.h"
@@ -128,7 +129,8 @@ std::string Quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 class HomeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = test::SystemUser::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+    const std::string why = test::SystemUser::Unavailable();
+    SIGILFS_NEEDS(why.empty(), why);
     // The account must reach its home inside the temporary directory.
     fs::permissions(tmp_.path(), fs::perms(0755));
     fs::create_directories(Tmp("homes"));
@@ -225,7 +227,7 @@ class HomeTest : public ::testing::Test {
 };
 
 TEST_F(HomeTest, MigrateMovesEverythingAndTheMountShowsItUnchanged) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   BuildOddHome();
   const auto before = test::Snapshot(Home());
   ASSERT_GT(before.size(), 30u);
@@ -448,7 +450,7 @@ TEST_F(HomeTest, RefusesWhileTheUserIsLoggedIn) {
 
 TEST_F(HomeTest, RefusesWhenTheDiskLacksRoomForTheCopy) {
   SmallFilesystem small(Tmp("small"), "1m");
-  if (!small.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here";
+  SIGILFS_NEEDS(small.mounted(), "cannot mount a tmpfs here");
   WriteFile(Home() / "large", test::Pattern(4 << 20, 1), 0644);
   Own(Home() / "large");
   const auto before = test::Snapshot(Home());

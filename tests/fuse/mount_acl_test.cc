@@ -27,6 +27,7 @@
 #include "test_support/daemon_stats.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -156,7 +157,7 @@ class Reference {
 class MountAclTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+    SIGILFS_NEEDS_FUSE();
     if (!AclToolsPresent()) GTEST_SKIP() << "no setfacl/getfacl (Debian package acl)";
   }
 };
@@ -479,9 +480,9 @@ TEST_F(MountAclTest, NoaclTurnsAclsOffAndKeepsAttributes) {
 class MountAclOtherUserTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+    SIGILFS_NEEDS_FUSE();
     if (!AclToolsPresent()) GTEST_SKIP() << "no setfacl/getfacl (Debian package acl)";
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root (to serve another user)";
+    SIGILFS_NEEDS_ROOT("needs root (to serve another user)");
     vault_ = std::make_unique<test::MountedVault>(std::vector<std::string>{"-o", GetParam()});
     fs::permissions(fs::path(vault_->plain()).parent_path(), fs::perms::others_exec,
                     fs::perm_options::add);

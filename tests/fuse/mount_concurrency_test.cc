@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 
 namespace sigilfs {
 namespace {
@@ -85,7 +86,7 @@ int Reader(const std::string& shared, int writers) {
 }
 
 TEST(MountConcurrencyTest, ProcessesWritingAndReadingAtOnce) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   constexpr int kWriters = 4;  // FillByte has room for four
   const std::string shared = vault.path("shared");

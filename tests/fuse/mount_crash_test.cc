@@ -32,6 +32,7 @@
 
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -621,7 +622,7 @@ void CheckRound(const std::string& journal, const std::map<std::string, FileRead
 }
 
 void RunRounds(int rounds) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const char* env_seed = std::getenv("SIGILFS_SEED");
   const uint64_t seed = env_seed ? std::strtoull(env_seed, nullptr, 10) : std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed) +

@@ -17,6 +17,7 @@
 #include "test_support/daemon_stats.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -47,7 +48,7 @@ bool WaitFor(F done, std::chrono::milliseconds limit) {
 using test::StatsCounter;
 
 TEST(MountDaemonTest, StatsFileOnSigusr1AndOnUnmount) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::TempDir out;
   const std::string stats = (out.path() / "stats.json").string();
   test::MountedVault vault({"--stats-file", stats});
@@ -78,7 +79,7 @@ TEST(MountDaemonTest, StatsFileOnSigusr1AndOnUnmount) {
 }
 
 TEST(MountDaemonTest, IdleUnmountWaitsForOpenFiles) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault({"--idle", "1s"});
   int fd = ::open(vault.path("held").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
@@ -94,8 +95,8 @@ TEST(MountDaemonTest, IdleUnmountWaitsForOpenFiles) {
 }
 
 TEST(MountDaemonTest, MountSyntaxWithOptionsInDashO) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-  if (::access("/sbin/mount.fuse3", X_OK) != 0) GTEST_SKIP() << "no mount.fuse3";
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS(::access("/sbin/mount.fuse3", X_OK) == 0, "no mount.fuse3");
   test::MountedVault vault;  // for its vault; mounted again below the fstab way
   vault.Unmount();
   test::TempDir out;
@@ -128,7 +129,7 @@ TEST(MountDaemonTest, MountSyntaxWithOptionsInDashO) {
 // The daemon clears set-ID bits itself (FUSE_HANDLE_KILLPRIV_V2), so the kernel asks for a
 // file's security.capability once, not before every write: a round trip per write(2) saved.
 TEST(MountDaemonTest, WritesDoNotAskForSecurityAttributesEachTime) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::TempDir out;
   const std::string stats = (out.path() / "s.json").string();
   test::MountedVault vault({"--stats-file", stats});
@@ -157,8 +158,8 @@ std::string MountReadahead(const std::string& mountpoint) {
 // raises it from the kernel's 128 KiB (as root, where sysfs is writable), and the size is an
 // option; 0 leaves the kernel's. Bad values are refused before anything is mounted.
 TEST(MountDaemonTest, ReadaheadOfTheMountIsSetAndAnOption) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-  if (::geteuid() != 0) GTEST_SKIP() << "setting a device's read-ahead needs root";
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS_ROOT("setting a device's read-ahead needs root");
   {
     test::MountedVault vault;
     EXPECT_EQ(MountReadahead(vault.plain()), "2048\n");
@@ -190,8 +191,8 @@ TEST(MountDaemonTest, ReadaheadOfTheMountIsSetAndAnOption) {
 // `mount -o remount,ro MOUNTPOINT` runs, through mount.fuse3, `sigilfs SOURCE MOUNTPOINT -o
 // ...,remount,ro`: the same daemon keeps serving, read-only, and a remount,rw makes it writable.
 TEST(MountDaemonTest, RemountReadOnlyAndBack) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-  if (::geteuid() != 0) GTEST_SKIP() << "remounting needs root";
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS_ROOT("remounting needs root");
   test::MountedVault vault;
   std::ofstream(vault.path("f")) << "before";
   const std::string source = "sigilfs:" + vault.cipher();

@@ -16,6 +16,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/small_fs.h"
 #include "test_support/syscall_assert.h"
 
@@ -29,8 +30,8 @@ constexpr uint64_t kBackingBytes = 8 * kMiB;
 class MountEnospcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-    if (!test::SmallFilesystem::Available()) GTEST_SKIP() << "mounting a tmpfs needs root";
+    SIGILFS_NEEDS_FUSE();
+    SIGILFS_NEEDS(test::SmallFilesystem::Available(), "mounting a tmpfs needs root");
     small_ = std::make_unique<test::SmallFilesystem>(kBackingBytes);
     cipher_ = (small_->path() / "cipher").string();
     plain_ = (work_.path() / "plain").string();

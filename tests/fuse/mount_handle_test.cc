@@ -18,6 +18,7 @@
 #include "test_support/daemon_stats.h"
 #include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 #include "test_support/temp_dir.h"
 
@@ -93,9 +94,9 @@ std::set<std::string> ListFd(int fd) {
 class MountHandleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-    if (!test::CanDropKernelCaches())
-      GTEST_SKIP() << "needs root: dropping the kernel's caches, open_by_handle_at";
+    SIGILFS_NEEDS_FUSE();
+    SIGILFS_NEEDS(test::CanDropKernelCaches(),
+                  "needs root: dropping the kernel's caches, open_by_handle_at");
     Mount({});
   }
   void TearDown() override {

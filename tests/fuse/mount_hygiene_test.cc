@@ -20,6 +20,7 @@
 #include "sigilfs/core/names.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 
 namespace sigilfs {
@@ -133,7 +134,7 @@ class MountHygieneTest : public ::testing::Test {
 };
 
 TEST_F(MountHygieneTest, CipherDirectoryHoldsNoPlaintext) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const std::string data = Repeat("MARKERDATA", 1000);  // several pages
   ASSERT_TRUE(Ok(::mkdir(P("MARKERNAME-dir").c_str(), 0755)));
   ASSERT_TRUE(Ok(::mkdir(P("MARKERNAME-dir/MARKERNAME-subdir").c_str(), 0755)));
@@ -216,7 +217,7 @@ TEST_F(MountHygieneTest, CipherDirectoryHoldsNoPlaintext) {
 }
 
 TEST_F(MountHygieneTest, TamperedPageFailsWithEioAndOnlyThatPage) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   std::string data(3 * kPage, '\0');
   for (size_t i = 0; i < data.size(); ++i) {
     data[i] = static_cast<char>('a' + (i * 7 + i / kPage) % 26);
@@ -256,7 +257,7 @@ TEST_F(MountHygieneTest, TamperedPageFailsWithEioAndOnlyThatPage) {
 }
 
 TEST_F(MountHygieneTest, DamagedNameIsHiddenAndTheOthersAreListed) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   // Different sizes tell the cipher files apart: 60 + n bytes for n bytes of plaintext.
   ASSERT_TRUE(WriteFile(P("alpha"), "1"));
   ASSERT_TRUE(WriteFile(P("beta"), "22"));
@@ -300,7 +301,7 @@ TEST_F(MountHygieneTest, DamagedNameIsHiddenAndTheOthersAreListed) {
 // XFS, tmpfs): the IV is also in the directory's attribute, written with the directory itself.
 // The names read through it, and the mount puts the file back.
 TEST_F(MountHygieneTest, ADirectoryWhoseIvFileWasLostReadsThroughItsAttributeAndGetsItBack) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("d").c_str(), 0755)));
   ASSERT_TRUE(WriteFile(P("d/inner"), "contents"));
   ASSERT_TRUE(Ok(::mkdir(P("e").c_str(), 0755)));

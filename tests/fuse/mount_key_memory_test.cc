@@ -20,6 +20,7 @@
 #include "sigilfs/core/vault.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 
 namespace sigilfs {
 namespace {
@@ -70,7 +71,7 @@ pid_t DaemonOf(const test::MountedVault& vault) {
 }
 
 TEST(MountKeyMemoryTest, NoCoreDumpsAndNoVolumeKeysInDumpableMemory) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
 #if defined(__SANITIZE_ADDRESS__)
   // Its allocator keeps freed blocks unwiped in quarantine and moves stack frames to the heap.
   GTEST_SKIP() << "memory contents are AddressSanitizer's own under it";

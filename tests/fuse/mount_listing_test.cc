@@ -14,6 +14,7 @@
 #include "test_support/daemon_stats.h"
 #include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -29,7 +30,7 @@ std::map<std::string, unsigned char> List(const std::string& dir) {
 }
 
 TEST(MountListingTest, ListingsCarryTheRightAttributes) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string dir = vault.path("d");
   ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
@@ -68,8 +69,8 @@ TEST(MountListingTest, ListingsCarryTheRightAttributes) {
 }
 
 TEST(MountListingTest, LookupReferencesFromListingsAreCountedExactly) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-  if (!test::CanDropKernelCaches()) GTEST_SKIP() << "dropping the kernel's caches needs root";
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS(test::CanDropKernelCaches(), "dropping the kernel's caches needs root");
   // Without the handle cache, forgotten nodes leave the table, so a leaked reference shows as a
   // node left over.
   test::TempDir out;

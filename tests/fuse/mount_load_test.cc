@@ -36,6 +36,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 #include "test_support/temp_dir.h"
 #include "test_support/tree_snapshot.h"
@@ -876,7 +877,7 @@ void CheckAgainstModel(const test::MountedVault& vault, int k, const WorkerRepor
 uint64_t Mib(uint64_t kib) { return kib / 1024; }
 
 TEST(MountLoadTest, ProcessesUnderMixedLoadKeepTheDaemonBounded) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const bool long_run = std::getenv("SIGILFS_LONG") != nullptr;
   const std::chrono::seconds duration(long_run ? 300 : 15);
   const char* env_seed = std::getenv("SIGILFS_SEED");

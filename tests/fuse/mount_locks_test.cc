@@ -11,6 +11,7 @@
 #include <string>
 
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 
 namespace sigilfs {
 namespace {
@@ -66,7 +67,7 @@ struct flock Range(short type, off_t start, off_t len) {
 }
 
 TEST(MountLocksTest, FlockExcludesOtherProcesses) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("f");
   std::ofstream(f) << "data";
@@ -84,7 +85,7 @@ TEST(MountLocksTest, FlockExcludesOtherProcesses) {
 }
 
 TEST(MountLocksTest, PosixRecordLocksConflictOnlyWhereRangesOverlap) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("f");
   std::ofstream(f) << std::string(100, 'x');

@@ -17,6 +17,7 @@
 
 #include "test_support/as_nobody.h"
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 
 namespace sigilfs {
 namespace {
@@ -31,8 +32,8 @@ using test::ErrnoOf;
 class MountPermissionsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root (to serve another user)";
+    SIGILFS_NEEDS_FUSE();
+    SIGILFS_NEEDS_ROOT("needs root (to serve another user)");
     vault_ = std::make_unique<test::MountedVault>(
         std::vector<std::string>{"-o", "allow_other,default_permissions"});
     // The unprivileged user must be able to reach the mount point.

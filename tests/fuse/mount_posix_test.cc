@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 
 namespace sigilfs {
@@ -203,7 +204,7 @@ class MountPosixTest : public ::testing::Test {
 // Files
 
 TEST_F(MountPosixTest, WriteAndReadBackVariousSizes) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const std::vector<size_t> sizes = {0, 1, 4095, 4096, 4097, (1 << 20) + 3};
   for (size_t size : sizes) {
     SCOPED_TRACE("size " + std::to_string(size));
@@ -228,7 +229,7 @@ TEST_F(MountPosixTest, WriteAndReadBackVariousSizes) {
 }
 
 TEST_F(MountPosixTest, WritesAtOddOffsets) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   std::string model = Pattern(3 * kPage + 100, 1);
   ASSERT_TRUE(WriteFile(P("odd"), model));
   Fd fd(::open(P("odd").c_str(), O_RDWR | O_CLOEXEC));
@@ -252,7 +253,7 @@ TEST_F(MountPosixTest, WritesAtOddOffsets) {
 }
 
 TEST_F(MountPosixTest, WritesPastEndOfFileLeaveZeros) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   Fd fd(::open(P("sparse").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   ASSERT_TRUE(Ok(fd.get()));
   ASSERT_EQ(::write(fd.get(), "head", 4), 4);
@@ -278,7 +279,7 @@ TEST_F(MountPosixTest, WritesPastEndOfFileLeaveZeros) {
 }
 
 TEST_F(MountPosixTest, ExclusiveCreateOfAnExistingFileFailsWithEexist) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(WriteFile(P("exists"), "keep me"));
   EXPECT_TRUE(FailsWith(::open(P("exists").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644), EEXIST));
   ASSERT_TRUE(Ok(::mkdir(P("dir").c_str(), 0755)));
@@ -287,7 +288,7 @@ TEST_F(MountPosixTest, ExclusiveCreateOfAnExistingFileFailsWithEexist) {
 }
 
 TEST_F(MountPosixTest, TruncatingOpenEmptiesTheFile) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(WriteFile(P("t"), Pattern(3 * kPage + 7, 2)));
   Fd fd(::open(P("t").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
   ASSERT_TRUE(Ok(fd.get()));
@@ -303,7 +304,7 @@ TEST_F(MountPosixTest, TruncatingOpenEmptiesTheFile) {
 }
 
 TEST_F(MountPosixTest, AppendWritesAtTheEndEvenAfterASeek) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(WriteFile(P("log"), "0123456789"));
   Fd fd(::open(P("log").c_str(), O_RDWR | O_APPEND | O_CLOEXEC));
   ASSERT_TRUE(Ok(fd.get()));
@@ -325,7 +326,7 @@ TEST_F(MountPosixTest, AppendWritesAtTheEndEvenAfterASeek) {
 }
 
 TEST_F(MountPosixTest, PreadAndPwriteAtOffsets) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   std::string model = Pattern(5 * kPage + 321, 4);
   ASSERT_TRUE(WriteFile(P("p"), model));
   Fd fd(::open(P("p").c_str(), O_RDWR | O_CLOEXEC));
@@ -365,7 +366,7 @@ TEST_F(MountPosixTest, PreadAndPwriteAtOffsets) {
 }
 
 TEST_F(MountPosixTest, TruncateDownAndUp) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   std::string model = Pattern(4 * kPage + 50, 5);
   ASSERT_TRUE(WriteFile(P("tr"), model));
   Fd fd(::open(P("tr").c_str(), O_RDWR | O_CLOEXEC));
@@ -403,7 +404,7 @@ TEST_F(MountPosixTest, TruncateDownAndUp) {
 }
 
 TEST_F(MountPosixTest, FsyncSucceeds) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   Fd fd(::open(P("s").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   ASSERT_TRUE(Ok(fd.get()));
   const std::string data = Pattern(3 * kPage + 5, 6);
@@ -416,7 +417,7 @@ TEST_F(MountPosixTest, FsyncSucceeds) {
 }
 
 TEST_F(MountPosixTest, ModeOwnerAndTimesAreAsSet) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   Fd fd(::open(P("m").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640));
   ASSERT_TRUE(Ok(fd.get()));
   ASSERT_TRUE(Ok(fd.Close()));
@@ -474,7 +475,7 @@ TEST_F(MountPosixTest, ModeOwnerAndTimesAreAsSet) {
 // Directories
 
 TEST_F(MountPosixTest, MkdirAndNestedDirectories) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("a").c_str(), 0755)));
   ASSERT_TRUE(Ok(::mkdir(P("a/b").c_str(), 0755)));
   ASSERT_TRUE(Ok(::mkdir(P("a/b/c").c_str(), 0700)));
@@ -498,7 +499,7 @@ TEST_F(MountPosixTest, MkdirAndNestedDirectories) {
 }
 
 TEST_F(MountPosixTest, MkdirOnAnExistingNameFailsWithEexist) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("d").c_str(), 0755)));
   ASSERT_TRUE(WriteFile(P("d/inner"), "x"));
   ASSERT_TRUE(WriteFile(P("f"), "y"));
@@ -509,7 +510,7 @@ TEST_F(MountPosixTest, MkdirOnAnExistingNameFailsWithEexist) {
 }
 
 TEST_F(MountPosixTest, RmdirAndUnlinkRefuseTheWrongKindOfEntry) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("full").c_str(), 0755)));
   ASSERT_TRUE(WriteFile(P("full/f"), "x"));
   ASSERT_TRUE(Ok(::mkdir(P("full/sub").c_str(), 0755)));
@@ -528,7 +529,7 @@ TEST_F(MountPosixTest, RmdirAndUnlinkRefuseTheWrongKindOfEntry) {
 }
 
 TEST_F(MountPosixTest, MissingNamesAndPathsThroughFiles) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(WriteFile(P("file"), "x"));
   struct stat st;
   EXPECT_TRUE(FailsWith(::open(P("missing").c_str(), O_RDONLY), ENOENT));
@@ -544,7 +545,7 @@ TEST_F(MountPosixTest, MissingNamesAndPathsThroughFiles) {
 }
 
 TEST_F(MountPosixTest, ReaddirListsExactlyTheCreatedNames) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   EXPECT_THAT(List(""), UnorderedElementsAreArray(WithDots({})))
       << "a new vault's root is empty: none of the vault's own files show";
   ASSERT_TRUE(WriteFile(P("one"), "1"));
@@ -570,7 +571,7 @@ TEST_F(MountPosixTest, ReaddirListsExactlyTheCreatedNames) {
 }
 
 TEST_F(MountPosixTest, DirectoryOfAThousandFiles) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("many").c_str(), 0755)));
   std::vector<std::string> names;
   for (int i = 0; i < 1000; ++i) {
@@ -588,7 +589,7 @@ TEST_F(MountPosixTest, DirectoryOfAThousandFiles) {
 }
 
 TEST_F(MountPosixTest, TelldirAndSeekdirResumeAtTheSavedPosition) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("big").c_str(), 0755)));
   std::vector<std::string> names;
   for (int i = 0; i < 600; ++i) {
@@ -641,7 +642,7 @@ TEST_F(MountPosixTest, TelldirAndSeekdirResumeAtTheSavedPosition) {
 // Names
 
 TEST_F(MountPosixTest, UnusualNamesWork) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   std::string euros;
   for (int i = 0; i < 85; ++i) euros += "\u20ac";  // 3 bytes each: 255 bytes
   ASSERT_EQ(euros.size(), 255u);
@@ -711,7 +712,7 @@ TEST_F(MountPosixTest, UnusualNamesWork) {
 }
 
 TEST_F(MountPosixTest, NamesOf256BytesFailWithEnametoolong) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const std::string too_long = P(std::string(256, 'n'));
   ASSERT_TRUE(WriteFile(P("src"), "x"));
   struct stat st;
@@ -729,7 +730,7 @@ TEST_F(MountPosixTest, NamesOf256BytesFailWithEnametoolong) {
 // rename
 
 TEST_F(MountPosixTest, RenameFileToANewName) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const std::string data = Pattern(2 * kPage + 3, 7);
   ASSERT_TRUE(WriteFile(P("old"), data));
   ASSERT_TRUE(Ok(::rename(P("old").c_str(), P("new").c_str())));
@@ -742,7 +743,7 @@ TEST_F(MountPosixTest, RenameFileToANewName) {
 }
 
 TEST_F(MountPosixTest, RenameFileOverAnExistingFileReplacesIt) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(WriteFile(P("src"), "new content"));
   ASSERT_TRUE(WriteFile(P("dst"), Pattern(3 * kPage, 8)));
   ASSERT_TRUE(Ok(::rename(P("src").c_str(), P("dst").c_str())));
@@ -757,7 +758,7 @@ TEST_F(MountPosixTest, RenameFileOverAnExistingFileReplacesIt) {
 }
 
 TEST_F(MountPosixTest, RenameAcrossDirectories) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("a").c_str(), 0755)));
   ASSERT_TRUE(Ok(::mkdir(P("b").c_str(), 0755)));
   ASSERT_TRUE(Ok(::mkdir(P("b/c").c_str(), 0755)));
@@ -778,7 +779,7 @@ TEST_F(MountPosixTest, RenameAcrossDirectories) {
 }
 
 TEST_F(MountPosixTest, RenameDirectoryKeepsItsContents) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("d").c_str(), 0755)));
   ASSERT_TRUE(Ok(::mkdir(P("d/sub").c_str(), 0755)));
   ASSERT_TRUE(WriteFile(P("d/f"), "file in d"));
@@ -806,7 +807,7 @@ TEST_F(MountPosixTest, RenameDirectoryKeepsItsContents) {
 }
 
 TEST_F(MountPosixTest, RenameDirectoryOverAnEmptyDirectory) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("src").c_str(), 0755)));
   ASSERT_TRUE(WriteFile(P("src/f"), "kept"));
   ASSERT_TRUE(Ok(::mkdir(P("empty").c_str(), 0755)));
@@ -818,7 +819,7 @@ TEST_F(MountPosixTest, RenameDirectoryOverAnEmptyDirectory) {
 }
 
 TEST_F(MountPosixTest, RenameDirectoryOverANonEmptyDirectoryFailsWithEnotempty) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("src").c_str(), 0755)));
   ASSERT_TRUE(WriteFile(P("src/f"), "source"));
   ASSERT_TRUE(Ok(::mkdir(P("full").c_str(), 0755)));
@@ -830,7 +831,7 @@ TEST_F(MountPosixTest, RenameDirectoryOverANonEmptyDirectoryFailsWithEnotempty) 
 }
 
 TEST_F(MountPosixTest, RenameNoreplaceOntoAnExistingNameFailsWithEexist) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(WriteFile(P("a"), "aaa"));
   ASSERT_TRUE(WriteFile(P("b"), "bbbb"));
   ASSERT_TRUE(Ok(::mkdir(P("d").c_str(), 0755)));
@@ -849,7 +850,7 @@ TEST_F(MountPosixTest, RenameNoreplaceOntoAnExistingNameFailsWithEexist) {
 }
 
 TEST_F(MountPosixTest, RenameExchangeSwapsTwoEntries) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const std::string big = Pattern(2 * kPage + 11, 9);
   ASSERT_TRUE(WriteFile(P("x"), "small x"));
   ASSERT_TRUE(WriteFile(P("y"), big));
@@ -890,7 +891,7 @@ TEST_F(MountPosixTest, RenameExchangeSwapsTwoEntries) {
 // Links and special files
 
 TEST_F(MountPosixTest, HardLinks) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const std::string data = Pattern(kPage + 10, 10);
   ASSERT_TRUE(WriteFile(P("a"), data));
   ASSERT_TRUE(Ok(::link(P("a").c_str(), P("b").c_str())));
@@ -935,7 +936,7 @@ TEST_F(MountPosixTest, HardLinks) {
 }
 
 TEST_F(MountPosixTest, HardLinkSurvivesTheUnlinkOfEitherName) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   // The newer name goes; the older one, already looked up, stays usable.
   ASSERT_TRUE(WriteFile(P("first"), "first content"));
   ASSERT_TRUE(Ok(::link(P("first").c_str(), P("second").c_str())));
@@ -960,7 +961,7 @@ TEST_F(MountPosixTest, HardLinkSurvivesTheUnlinkOfEitherName) {
 }
 
 TEST_F(MountPosixTest, SymlinksAndReadlink) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   std::vector<std::string> targets = {"t",
                                       "relative/path/../to/file",
                                       "/absolute/path/elsewhere",
@@ -1028,7 +1029,7 @@ TEST_F(MountPosixTest, SymlinksAndReadlink) {
 }
 
 TEST_F(MountPosixTest, MknodFifoAndSocketHaveTheRightType) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mknod(P("fifo").c_str(), S_IFIFO | 0640, 0)));
   ASSERT_TRUE(Ok(::mknod(P("sock").c_str(), S_IFSOCK | 0600, 0)));
   ASSERT_TRUE(Ok(::mkfifo(P("fifo2").c_str(), 0644)));
@@ -1056,7 +1057,7 @@ TEST_F(MountPosixTest, MknodFifoAndSocketHaveTheRightType) {
 // Open files whose name goes away
 
 TEST_F(MountPosixTest, OpenFileStaysUsableAfterUnlink) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   ASSERT_TRUE(Ok(::mkdir(P("d").c_str(), 0755)));
   const std::string data = Pattern(2 * kPage + 77, 11);
   ASSERT_TRUE(WriteFile(P("d/gone"), data));
@@ -1097,7 +1098,7 @@ TEST_F(MountPosixTest, OpenFileStaysUsableAfterUnlink) {
 }
 
 TEST_F(MountPosixTest, OpenFileStaysUsableAfterAnotherFileIsRenamedOverIt) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const std::string old_data = Pattern(3 * kPage + 1, 13);
   ASSERT_TRUE(WriteFile(P("victim"), old_data));
   ASSERT_TRUE(WriteFile(P("replacement"), "the replacement"));
@@ -1129,7 +1130,7 @@ TEST_F(MountPosixTest, OpenFileStaysUsableAfterAnotherFileIsRenamedOverIt) {
 // statvfs
 
 TEST_F(MountPosixTest, StatvfsReportsASize) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   struct statvfs sv;
   ASSERT_TRUE(Ok(::statvfs(vault_->plain().c_str(), &sv)));
   EXPECT_GT(sv.f_bsize, 0u);

@@ -15,6 +15,7 @@
 
 #include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 
 namespace sigilfs {
@@ -91,9 +92,8 @@ struct Lane {
 // named the old node, which the rename did not update, so its path went stale and the daemon
 // dropped the file's valid name.
 TEST(MountRaceTest, AFileKeepsItsNameWhenTheKernelForgetsItsDirectory) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-  if (!test::CanDropKernelCaches())
-    GTEST_SKIP() << "cannot make the kernel drop its caches (needs root)";
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS(test::CanDropKernelCaches(), "cannot make the kernel drop its caches (needs root)");
   // Without the handle cache, as the daemon was when this failed: forgotten nodes leave the
   // table at once (with it, a forgotten directory is remembered anyway, which hides the case).
   test::MountedVault vault({"--handle-cache", "0"});

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "test_support/mount.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -71,7 +72,7 @@ std::map<std::string, std::string> Snapshot(const std::string& root) {
 class MountRandomTest : public ::testing::Test {};
 
 TEST_F(MountRandomTest, SameOperationsSameResultsAsAPlainDirectory) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const char* env_seed = std::getenv("SIGILFS_SEED");
   const uint32_t seed = env_seed ? static_cast<uint32_t>(std::strtoul(env_seed, nullptr, 10))
                                  : static_cast<uint32_t>(std::random_device{}());

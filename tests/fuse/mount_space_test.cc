@@ -14,6 +14,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 
 namespace sigilfs {
 namespace {
@@ -38,7 +39,7 @@ std::vector<uint8_t> ReadFile(const std::string& path) {
 }
 
 TEST(MountSpaceTest, FallocateReservesPunchesAndZeros) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("f");
   auto model = test::Pattern(16 * kPage, 1);
@@ -75,7 +76,7 @@ TEST(MountSpaceTest, FallocateReservesPunchesAndZeros) {
 }
 
 TEST(MountSpaceTest, SeekDataAndHoleFollowTheHoles) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("sparse");
   Fd fd(::open(f.c_str(), O_RDWR | O_CREAT, 0644));

@@ -28,6 +28,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 
 namespace sigilfs {
@@ -93,8 +94,8 @@ std::map<std::string, std::string> CipherSnapshot(const std::string& root) {
 class MountTamperTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
-    if (::geteuid() != 0) GTEST_SKIP() << "dropping the kernel's caches needs root";
+    SIGILFS_NEEDS_FUSE();
+    SIGILFS_NEEDS_ROOT("dropping the kernel's caches needs root");
     vault_ = std::make_unique<test::MountedVault>();
     auto put = [&](const std::string& rel, const std::string& data) {
       std::ofstream(vault_->path(rel), std::ios::binary) << data;

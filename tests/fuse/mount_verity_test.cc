@@ -19,6 +19,7 @@
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs {
@@ -39,7 +40,7 @@ bool HaveFsverityTool() { return ::access("/usr/bin/fsverity", X_OK) == 0; }
 
 #define SKIP_UNLESS_SUPPORTED()                                                          \
   do {                                                                                   \
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";                          \
+    SIGILFS_NEEDS_FUSE();                                                                \
     if (!KernelForwardsVerity()) GTEST_SKIP() << "kernel before 6.10: no verity ioctls"; \
     if (!HaveFsverityTool()) GTEST_SKIP() << "the fsverity tool is not installed";       \
   } while (0)

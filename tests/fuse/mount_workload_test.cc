@@ -10,6 +10,7 @@
 
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 
 namespace sigilfs {
 namespace {
@@ -62,7 +63,7 @@ void MakeTree(const fs::path& root) {
 class MountWorkloadTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+    SIGILFS_NEEDS_FUSE();
     vault_ = std::make_unique<test::MountedVault>();
     MakeTree(src_.path() / "tree");
   }

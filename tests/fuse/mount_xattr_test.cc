@@ -12,6 +12,7 @@
 
 #include "test_support/mount.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 
 namespace sigilfs {
 namespace {
@@ -49,7 +50,7 @@ std::string CipherXattrDump(const std::string& cipher) {
 }
 
 TEST(MountXattrTest, UserAttributesRoundTrip) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("file"), d = vault.path("dir");
   std::ofstream(f) << "contents";
@@ -90,7 +91,7 @@ TEST(MountXattrTest, UserAttributesRoundTrip) {
 }
 
 TEST(MountXattrTest, ErrnosAreTheUsualOnes) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("file");
   std::ofstream(f) << "x";
@@ -119,7 +120,7 @@ TEST(MountXattrTest, ErrnosAreTheUsualOnes) {
 }
 
 TEST(MountXattrTest, TheCipherDirectoryHoldsNoPlaintextNameOrValue) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("file");
   std::ofstream(f) << "x";
@@ -130,7 +131,7 @@ TEST(MountXattrTest, TheCipherDirectoryHoldsNoPlaintextNameOrValue) {
 }
 
 TEST(MountXattrTest, ADamagedOrMovedValueIsRefused) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault;
   const std::string f = vault.path("file");
   std::ofstream(f) << "x";
@@ -162,7 +163,7 @@ TEST(MountXattrTest, ADamagedOrMovedValueIsRefused) {
 }
 
 TEST(MountXattrTest, NoxattrTurnsThemOff) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   test::MountedVault vault({"-o", "noxattr"});
   const std::string f = vault.path("file");
   std::ofstream(f) << "x";

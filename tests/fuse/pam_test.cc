@@ -16,6 +16,7 @@
 #include "test_support/mount.h"
 #include "test_support/mount_table.h"
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/system_user.h"
 #include "test_support/temp_dir.h"
 
@@ -82,10 +83,11 @@ class PamServices {
 class PamTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = test::SystemUser::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+    const std::string why = test::SystemUser::Unavailable();
+    SIGILFS_NEEDS(why.empty(), why);
     if (::access(kPamtester, X_OK) != 0)
       GTEST_SKIP() << "no pamtester (scripts/install-deps.sh installs it)";
-    if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+    SIGILFS_NEEDS_FUSE();
     // The account runs sigilfs and reaches its home: both must be reachable by others (the
     // build tree may not be), so the binary is copied next to the homes.
     fs::permissions(tmp_.path(), fs::perms(0755));
@@ -95,7 +97,7 @@ class PamTest : public ::testing::Test {
     user_ = std::make_unique<test::SystemUser>(Tmp("homes"));
     user_->SetPassword(kOldPassword);
     fuse_access_ = std::make_unique<test::FuseDeviceAccess>(user_->uid());
-    if (!fuse_access_->error().empty()) GTEST_SKIP() << fuse_access_->error();
+    SIGILFS_NEEDS(fuse_access_->error().empty(), fuse_access_->error());
     // The home moves into a vault wrapped with the login password, typed on standard input.
     ProcessResult r = RunProcess({SIGILFS_BINARY, "home", "setup", user_->name(), "--vault",
                                   Vault(), "--migrate", "--kdf", "test"},

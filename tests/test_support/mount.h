@@ -16,17 +16,12 @@
 #include <vector>
 
 #include "test_support/process.h"
+#include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs::test {
 
 inline constexpr long kFuseSuperMagic = 0x65735546;
-
-// True if this machine can mount FUSE filesystems (device node and helper present).
-inline bool FuseAvailable() {
-  return ::access("/dev/fuse", R_OK | W_OK) == 0 &&
-         (::access("/usr/bin/fusermount3", X_OK) == 0 || ::access("/bin/fusermount3", X_OK) == 0);
-}
 
 class MountedVault {
  public:
