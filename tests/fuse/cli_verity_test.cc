@@ -16,6 +16,7 @@
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/encoding.h"
+#include "sigilfs/fuse/vault_lock.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
@@ -188,7 +189,8 @@ std::string OnlyCipherFile(const std::string& dir) {
   std::vector<std::string> found;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && name != core::kConfigFileName && name != core::kDirIvFileName)
+    if (e.is_regular_file() && name != core::kConfigFileName && name != core::kDirIvFileName &&
+        name != fuse::kLockFileName)
       found.push_back(e.path().string());
   }
   EXPECT_EQ(found.size(), 1u);

@@ -3,6 +3,7 @@
 // left an empty mount point, undo puts it back; and each refusal leaves everything untouched.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "sigilfs/core/config.h"
+#include "sigilfs/fuse/vault_lock.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
@@ -274,6 +276,32 @@ TEST_F(HomeTest, UndoPutsTheHomeBackAndRemovesTheVault) {
   EXPECT_EQ(test::Snapshot(Home()), before);
   EXPECT_FALSE(fs::exists(Vault()));
   EXPECT_TRUE(fs::is_empty(Tmp("vaults")));  // no temporary name left behind either
+}
+
+// undo removes the vault, so it takes the vault's lock: a vault in use by another sigilfs process
+// (here a lock held as a reader holds it, which no mount table shows) is refused and left as it
+// was.
+TEST_F(HomeTest, UndoRefusesAVaultInUse) {
+  WriteFile(Home() / "notes", test::Pattern(3000, 1), 0644);
+  Own(Home() / "notes");
+  ProcessResult r = Setup({"--migrate"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string lock = Vault() + "/" + fuse::kLockFileName;
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+  const auto before = test::Snapshot(Vault());
+  r = Sigilfs({"home", "undo", user_->name(), "--vault", Vault(), "--passfile", Pass()});
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: the vault " + Vault() + " is in use by another sigilfs process\n");
+  EXPECT_EQ(test::Snapshot(Vault()), before);
+  EXPECT_TRUE(fs::is_empty(Home()));
+  // Once the lock is let go, the undo goes through.
+  r = Sigilfs({"home", "undo", user_->name(), "--vault", Vault(), "--passfile", Pass()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(Vault()));
+  EXPECT_EQ(test::ReadAll(Home() / "notes").size(), 3000u);
 }
 
 // The vault is built under a temporary name pam_sigilfs.so does not look for, and appears at

@@ -289,9 +289,11 @@ class MountTamperTest : public ::testing::Test {
     return i == std::string::npos ? 'A' : kAlphabet[(i + 1) % kAlphabet.size()];
   }
 
+  // The config, the root's IV and the lock file (empty; its name is never a plaintext name).
   bool IsMountTimeFile(const fs::path& p) const {
     return p.parent_path() == fs::path(vault_->cipher()) &&
-           (p.filename() == "sigilfs.conf" || p.filename() == "sigilfs.diriv");
+           (p.filename() == "sigilfs.conf" || p.filename() == "sigilfs.diriv" ||
+            p.filename() == "sigilfs.lock");
   }
 
   // Whether the directory of this IV file also holds its IV in an attribute.

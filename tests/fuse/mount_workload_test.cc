@@ -149,7 +149,7 @@ TEST_F(MountWorkloadTest, RemoveEverything) {
   for (const auto& e : fs::directory_iterator(vault_->cipher()))
     left.push_back(e.path().filename());
   std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"sigilfs.conf", "sigilfs.diriv"}));
+  EXPECT_EQ(left, (std::vector<std::string>{"sigilfs.conf", "sigilfs.diriv", "sigilfs.lock"}));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/kdf.h"
 #include "sigilfs/fuse/passphrase.h"
+#include "sigilfs/fuse/vault_lock.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::cli {
@@ -27,6 +28,21 @@ void RegisterHomeCommands(CLI::App& app, Action& action);      // home setup, ho
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);
 
+// What an offline command does to the cipher directory, and so which lock it takes
+// (docs/design.md, "One mount per vault").
+enum class VaultAccess {
+  kRead,   // fsck, export, verity measure/verify: a shared lock
+  kWrite,  // import, verity enable, home undo: the exclusive lock
+};
+
+// Takes the vault's lock for an offline command. kWrite: a vault that is mounted or in use is
+// refused (EBUSY; the message names the mount point). kRead: such a vault gets a warning on
+// stderr (what is read may be stale) and the command goes on without the lock, as it does when
+// the lock cannot be had at all (a reader never fails for the lock: fsck must read a damaged
+// vault). A lock that cannot be had at all (a read-only cipher directory) is no lock, with a
+// warning for kWrite.
+Result<fuse::VaultLock> LockVault(const std::string& dir, VaultAccess access);
+
 // Adds --passfile/--extpass (with `prefix`, e.g. "new-") to a subcommand.
 void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const std::string& prefix,
                           const std::string& what);
@@ -42,8 +58,10 @@ void AddKdfOptions(CLI::App& cmd, KdfOptions& o, const std::string& default_pres
 Result<crypt::Argon2Params> ResolveKdf(const KdfOptions& o);
 
 // Unlocks the vault in `dir` for an offline command: checks its config first (so a wrong path
-// fails before the prompt), then asks for the passphrase and opens the cipher directory.
+// fails before the prompt), takes its lock into `lock` (LockVault), then asks for the passphrase
+// and opens the cipher directory. `lock` must outlive the use of the volume.
 Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
-                                                 const fuse::PassphraseSource& source);
+                                                 const fuse::PassphraseSource& source,
+                                                 VaultAccess access, fuse::VaultLock& lock);
 
 }  // namespace sigilfs::cli

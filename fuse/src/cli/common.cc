@@ -1,5 +1,6 @@
 // Helpers shared by the subcommands: error reporting, passphrase and KDF options, unlocking a
 // vault.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -11,9 +12,10 @@
 namespace sigilfs::cli {
 
 int Fail(const Status& status) {
-  // A wrong passphrase is not a malfunction: say exactly that and nothing more.
-  const std::string text =
-      status.code() == Code::kWrongPassphrase ? status.message() : status.ToString();
+  // A wrong passphrase is not a malfunction, nor is a vault in use: say exactly that and nothing
+  // more.
+  const bool plain = status.code() == Code::kWrongPassphrase || status.sys_errno() == EBUSY;
+  const std::string text = plain ? status.message() : status.ToString();
   std::fprintf(stderr, "sigilfs: %s\n", text.c_str());
   return 1;
 }
@@ -53,9 +55,30 @@ Result<crypt::Argon2Params> ResolveKdf(const KdfOptions& o) {
   return p;
 }
 
+Result<fuse::VaultLock> LockVault(const std::string& dir, VaultAccess access) {
+  const bool write = access == VaultAccess::kWrite;
+  auto lock =
+      fuse::VaultLock::Acquire(dir, write ? fuse::LockMode::kExclusive : fuse::LockMode::kShared);
+  if (!lock.ok()) {
+    if (write) return lock.status();
+    if (lock.status().sys_errno() == EBUSY)
+      std::fprintf(stderr, "sigilfs: warning: %s: what this reads may be stale\n",
+                   lock.status().message().c_str());
+    return fuse::VaultLock();
+  }
+  if (write && !lock->why_not().empty())
+    std::fprintf(stderr,
+                 "sigilfs: warning: the vault cannot be locked (%s): a mount of it at the same "
+                 "time would not be noticed\n",
+                 lock->why_not().c_str());
+  return lock;
+}
+
 Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
-                                                 const fuse::PassphraseSource& source) {
+                                                 const fuse::PassphraseSource& source,
+                                                 VaultAccess access, fuse::VaultLock& lock) {
   SIGILFS_RETURN_IF_ERROR(core::Vault::LoadConfig(dir).status());
+  SIGILFS_ASSIGN_OR_RETURN(lock, LockVault(dir, access));
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes pass,
                            fuse::ReadPassphrase(source, "Passphrase", fuse::PromptMode::kExisting));
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Vault> vault,

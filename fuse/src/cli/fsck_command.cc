@@ -198,7 +198,8 @@ class Checker {
 };
 
 int RunFsck(const FsckOptions& o) {
-  auto volume = OpenVolume(o.dir, o.pass);
+  fuse::VaultLock lock;
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead, lock);
   if (!volume.ok()) {
     (void)Fail(volume.status());  // its one line on stderr; the exit status tells it apart
     return kExitUsage;
@@ -219,7 +220,8 @@ void RegisterFsckCommand(CLI::App& app, Action& action) {
   cmd->add_flag("-q,--quiet", o->quiet, "Print only the problems, not the summary line");
   AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
   cmd->footer(
-      "Reads everything, changes nothing. Prints one line per problem, then a summary.\n"
+      "Reads everything, changes nothing. Prints one line per problem, then a summary. A vault\n"
+      "that is mounted gets a warning: the mount may not have written back yet.\n"
       "Exit status: 0 no problems, 1 problems found, 2 usage error or the vault did not unlock.");
   cmd->callback([&action, o] { action = [o] { return RunFsck(*o); }; });
 }

@@ -446,6 +446,10 @@ int RunUndo(const HomeOptions& o) {
     return Fail(Status(Code::kInvalidArgument,
                        *vault + " is a symbolic link: give the vault's real directory (--vault)"));
   if (Status s = CheckNotInUse(a, {*vault}); !s.ok()) return Fail(s);
+  // The vault goes at the end: held exclusively until then, so that no mount (in another mount
+  // namespace too, or by another path) or command uses it meanwhile.
+  auto lock = LockVault(*vault, VaultAccess::kWrite);
+  if (!lock.ok()) return Fail(lock.status());
   std::error_code ec;
   if (!fs::is_empty(a.home, ec))
     return Fail(Status(Code::kNotEmpty,

@@ -5,15 +5,20 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "../mount/daemon.h"
 #include "commands.h"
@@ -184,18 +189,55 @@ int RunMount(MountArgs a) {
   // Unlock before daemonizing: the passphrase prompt needs the terminal.
   auto config = core::Vault::LoadConfig(a.dir);
   if (!config.ok()) return Fail(config.status());
+  // One mount per vault (docs/design.md): the lock is taken before the passphrase is asked for,
+  // and this process's descriptor, shared by the fork of fuse_daemonize, keeps it until the
+  // serving process ends. A second mount, stacked or elsewhere, stops here.
+  auto lock = LockVault(a.dir, VaultAccess::kWrite);
+  if (!lock.ok()) return Fail(lock.status());
+  // The mount's source names the vault by its canonical path, by which a refused mount or
+  // command finds where it is mounted.
+  std::string dir = std::filesystem::canonical(a.dir, ec).string();
+  if (ec) dir = a.dir;
   auto pass = fuse::ReadPassphrase(a.pass, "Passphrase", fuse::PromptMode::kExisting);
   if (!pass.ok()) return Fail(pass.status());
-  auto vault = core::Vault::Unlock(a.dir, pass->span());
+  auto vault = core::Vault::Unlock(dir, pass->span());
   if (!vault.ok()) return Fail(vault.status());
   auto volume = core::Volume::Open(std::move(vault).value(), core::VolumeOptions{});
   if (!volume.ok()) return Fail(volume.status());
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
+// fusermount3 -u returns once the kernel let go of the mount; the daemon may still be writing
+// back what its last requests left. So that the vault can be used at once (mounted again,
+// imported into), this waits until the daemon is gone: its lock on the vault free.
 int RunUnmount(const std::string& mountpoint) {
-  execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
-  return Fail(Status::FromErrno(errno, "run fusermount3"));
+  const std::optional<std::string> vault = fuse::VaultMountedOn(mountpoint);
+  const pid_t pid = ::fork();
+  if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
+  if (pid == 0) {
+    ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the child of a fork, one thread
+    std::fprintf(stderr, "sigilfs: cannot run fusermount3: %s\n", std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (!vault) return 0;
+  constexpr auto kPatience = std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  for (auto pause = std::chrono::milliseconds(1);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
+    auto lock = fuse::VaultLock::Acquire(*vault, fuse::LockMode::kShared);
+    if (lock.ok() || lock.status().sys_errno() != EBUSY) return 0;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "sigilfs: unmounted, but %s\n", lock.status().message().c_str());
+      return 0;
+    }
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 }  // namespace

@@ -558,7 +558,8 @@ int RunExport(const TransferOptions& o) {
       return Fail(Status(Code::kInvalidArgument, dest + " is inside the vault's cipher directory"));
   }
 
-  auto volume = OpenVolume(o.dir, o.pass);
+  fuse::VaultLock lock;
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead, lock);
   if (!volume.ok()) return Fail(volume.status());
   Exporter exporter(**volume, o.force, Owner(o));
   Status s;
@@ -891,7 +892,8 @@ int RunImport(const TransferOptions& o) {
           Status(Code::kInvalidArgument, source + " contains the vault's cipher directory"));
   }
 
-  auto opened = OpenVolume(o.dir, o.pass);
+  fuse::VaultLock lock;
+  auto opened = OpenVolume(o.dir, o.pass, VaultAccess::kWrite, lock);
   if (!opened.ok()) return Fail(opened.status());
   core::Volume& volume = **opened;
   Importer importer(volume, o.force, Owner(o));
@@ -998,7 +1000,7 @@ void RegisterTransferCommands(CLI::App& app, Action& action) {
         "times, user.* extended attributes, and ownership when run as root. A damaged file, name\n"
         "or attribute is reported (one line each) and left out; the rest is exported.\n"
         "Exit status: 0 all exported, 1 something was damaged or failed, 2 usage error.\n"
-        "Not for a vault that is mounted at the same time (the mount caches what it read).");
+        "A vault that is mounted gets a warning: the mount may not have written back yet.");
     cmd->callback([&action, o] { action = [o] { return RunExport(*o); }; });
   }
   {
@@ -1019,8 +1021,7 @@ void RegisterTransferCommands(CLI::App& app, Action& action) {
         "Keeps directories, files, symlinks, FIFOs and device nodes, hard links, permissions,\n"
         "times, user.* extended attributes (the vault keeps no others), and ownership when run\n"
         "as root. Each entry appears complete under its name or not at all. Stops at the first\n"
-        "failure. Not for a vault that is mounted at the same time (the mount caches names and\n"
-        "attributes).");
+        "failure. Refused while the vault is mounted (the mount caches names and attributes).");
     cmd->callback([&action, o] { action = [o] { return RunImport(*o); }; });
   }
 }

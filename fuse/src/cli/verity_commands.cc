@@ -75,7 +75,8 @@ int RunEnable(const VerityOptions& o) {
   // A bad salt is refused before the passphrase is asked for.
   auto salt = ParseSalt(o.salt);
   if (!salt.ok()) return Fail(salt.status());
-  auto volume = OpenVolume(o.dir, o.pass);
+  fuse::VaultLock lock;
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kWrite, lock);
   if (!volume.ok()) return Fail(volume.status());
   auto file = OpenVaultFile(**volume, o.path, O_RDWR);
   if (!file.ok()) return Fail(file.status());
@@ -89,7 +90,8 @@ int RunEnable(const VerityOptions& o) {
 // measure prints what `fsverity measure` prints; verify first reads and checks every tree block
 // and page, then prints "PATH: OK <digest>".
 int RunMeasureOrVerify(const VerityOptions& o, bool verify) {
-  auto volume = OpenVolume(o.dir, o.pass);
+  fuse::VaultLock lock;
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead, lock);
   if (!volume.ok()) return Fail(volume.status());
   auto file = OpenVaultFile(**volume, o.path, O_RDONLY);
   if (!file.ok()) return Fail(file.status());

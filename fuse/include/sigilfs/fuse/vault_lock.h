@@ -1,0 +1,58 @@
+// One mount per vault: the lock in the cipher directory that a mount daemon holds for its whole
+// life and that the offline commands take for theirs (docs/design.md, "One mount per vault").
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sigilfs/core/unique_fd.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::fuse {
+
+// An empty file in the cipher root: only the flock(2) lock on it means anything. Its name has a
+// '.', so no listing shows it (docs/format.md).
+inline constexpr char kLockFileName[] = "sigilfs.lock";
+
+enum class LockMode {
+  kShared,     // commands that only read the cipher directory
+  kExclusive,  // the mount daemon, and commands that write the cipher directory
+};
+
+// A lock on a vault, held until the object goes (or its process ends: the kernel drops a
+// flock lock with the last descriptor of its open file, so a crash leaves none behind). The
+// descriptor is close-on-exec, so no program the holder runs keeps it, while a fork (the
+// daemon's) shares it.
+class VaultLock {
+ public:
+  VaultLock() = default;  // holds nothing
+
+  // Takes the lock on the vault in `dir` without waiting; kExclusive makes the lock file if it
+  // is missing, kShared never does (no file: no holder). A conflicting holder: an error with
+  // EBUSY whose message is VaultInUseMessage(dir). A lock that cannot be had at all (no lock
+  // file for a reader, a cipher directory this process may not write, a filesystem without
+  // flock): an unheld lock whose why_not() says why.
+  static Result<VaultLock> Acquire(const std::string& dir, LockMode mode);
+
+  bool held() const { return fd_.get() >= 0; }
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  core::UniqueFd fd_;
+  std::string why_not_;
+};
+
+// The mount points of the sigilfs mounts of the vault in `dir`, from /proc/self/mountinfo:
+// `fuse.sigilfs` mounts whose source is "sigilfs:" and that directory.
+std::vector<std::string> MountPointsOfVault(const std::string& dir);
+
+// The cipher directory of the sigilfs mount on `mountpoint` (the topmost), if there is one.
+std::optional<std::string> VaultMountedOn(const std::string& mountpoint);
+
+// "the vault DIR is mounted on POINT", or, with no such mount in sight (another mount namespace,
+// a daemon still writing back after its unmount, an offline command), "the vault DIR is in use
+// by another sigilfs process".
+std::string VaultInUseMessage(const std::string& dir);
+
+}  // namespace sigilfs::fuse

@@ -1,0 +1,143 @@
+// The vault lock: flock(2) on `sigilfs.lock` in the cipher root.
+#include "sigilfs/fuse/vault_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+
+#include "sigilfs/fuse/mountinfo.h"
+
+namespace sigilfs::fuse {
+namespace {
+
+// The path a mount records as its source: absolute, symlinks resolved where possible.
+std::string Canonical(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::canonical(dir, ec);
+  if (ec) p = std::filesystem::absolute(dir, ec).lexically_normal();
+  return p.string();
+}
+
+std::string ErrnoText(int err) { return std::generic_category().message(err); }
+
+// Calls `fn(mount point, cipher directory)` for each sigilfs mount in /proc/self/mountinfo, in
+// mount order: a `fuse.sigilfs` mount whose source is "sigilfs:" and the cipher directory.
+template <typename Fn>
+void ForEachSigilfsMount(Fn fn) {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    // id parent major:minor root mount-point options ... - fstype source super-options
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    if (!(fields >> id >> parent >> dev >> root >> point)) continue;
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string type, source;
+    if (!(tail >> type >> source) || type != "fuse.sigilfs") continue;
+    source = UnescapeMountField(source);
+    constexpr std::string_view kPrefix = "sigilfs:";
+    if (source.rfind(kPrefix, 0) != 0) continue;
+    fn(UnescapeMountField(point), source.substr(kPrefix.size()));
+  }
+}
+
+}  // namespace
+
+Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
+  const std::string path = dir + "/" + kLockFileName;
+  // O_NONBLOCK: should the entry be a FIFO, the open must not hang (it is refused below).
+  constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
+  VaultLock lock;
+  int fd = -1;
+  if (mode == LockMode::kShared) {
+    // A reader makes nothing: without the file there is no holder (every mount and writer makes
+    // it first), and fsck and export keep changing nothing.
+    fd = ::open(path.c_str(), O_RDONLY | kFlags);
+  } else {
+    struct stat root;
+    const bool have_root = ::stat(dir.c_str(), &root) == 0;
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | kFlags, 0644);
+    if (fd >= 0 && have_root) {
+      // The cipher root's modification time is the plaintext root's (a home directory's, say):
+      // making the file must not change it.
+      const struct timespec times[2] = {{0, UTIME_OMIT}, root.st_mtim};
+      (void)::utimensat(AT_FDCWD, dir.c_str(), times, 0);
+      // Made by root in a vault of another user (an offline command run by root): the file is
+      // the vault owner's, so that the owner's own mounts can still open it for writing.
+      if (::geteuid() == 0 && root.st_uid != 0) (void)!::fchown(fd, root.st_uid, root.st_gid);
+    } else if (fd < 0 && errno == EEXIST) {
+      fd = ::open(path.c_str(), O_RDWR | kFlags);
+    }
+    // A file this process may only read still takes a lock (flock ignores the open mode on
+    // local filesystems); a cipher directory it may not write leaves no way to make one.
+    if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS))
+      fd = ::open(path.c_str(), O_RDONLY | kFlags);
+  }
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT || err == EACCES || err == EPERM || err == EROFS) {
+      lock.why_not_ = path + ": " + ErrnoText(err);
+      return lock;
+    }
+    return Status::FromErrno(err, "open " + path);
+  }
+  lock.fd_ = core::UniqueFd(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + path);
+  if (!S_ISREG(st.st_mode)) return Status(Code::kCorrupt, path + " is not a regular file", EINVAL);
+  int rc;
+  do {
+    rc = ::flock(fd, (mode == LockMode::kExclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) return lock;
+  const int err = errno;
+  if (err == EWOULDBLOCK) return Status(Code::kPermissionDenied, VaultInUseMessage(dir), EBUSY);
+  // ENOLCK (NFS without its lock service), EBADF (NFS: an exclusive lock on a file opened for
+  // reading), EINVAL: no lock to be had here.
+  lock.fd_ = core::UniqueFd();
+  lock.why_not_ = path + ": " + ErrnoText(err);
+  return lock;
+}
+
+std::vector<std::string> MountPointsOfVault(const std::string& dir) {
+  const std::string vault = Canonical(dir);
+  std::vector<std::string> points;
+  ForEachSigilfsMount([&](const std::string& point, const std::string& source) {
+    // Mounts record the canonical path; older ones the path they were given.
+    if (source == vault || (!source.empty() && source[0] == '/' && Canonical(source) == vault))
+      points.push_back(point);
+  });
+  return points;
+}
+
+std::optional<std::string> VaultMountedOn(const std::string& mountpoint) {
+  std::error_code ec;
+  std::string point = std::filesystem::absolute(mountpoint, ec).lexically_normal().string();
+  while (point.size() > 1 && point.back() == '/') point.pop_back();
+  std::optional<std::string> found;
+  ForEachSigilfsMount([&](const std::string& p, const std::string& source) {
+    if (p == point) found = source;  // the last one is the one on top
+  });
+  return found;
+}
+
+std::string VaultInUseMessage(const std::string& dir) {
+  const std::vector<std::string> points = MountPointsOfVault(dir);
+  if (points.empty()) return "the vault " + dir + " is in use by another sigilfs process";
+  std::string where;
+  for (const std::string& p : points) where += (where.empty() ? "" : ", ") + p;
+  return "the vault " + dir + " is mounted on " + where;
+}
+
+}  // namespace sigilfs::fuse
