@@ -1019,15 +1019,13 @@ Status FileContents::Resize(uint64_t new_size, bool only_grow) {
     SIGILFS_RETURN_IF_ERROR(EnsureKeyLocked().status());
     const uint64_t new_last = PageGeometry::PageCount(new_size) - 1;
     if (new_size < size_) {
-      for (auto it = pages_.upper_bound(new_last); it != pages_.end();) DropPageLocked(it++);
       // The new last page must be re-sealed from its plaintext; read it before cutting the file.
       SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(new_last));
-      if (disk_size_ > new_size) {
-        SIGILFS_RETURN_IF_ERROR(backing_->Truncate(layer_.geometry_.CipherSize(new_size)));
-        disk_size_ = new_size;  // its last unit is cut now; the write-back below re-seals it
-      }
-      Page& last = pages_.at(new_last);
       const size_t keep = new_size - new_last * kPageSize;
+      if (disk_size_ > new_size) SIGILFS_RETURN_IF_ERROR(CutStoredLocked(new_size));
+      // Only now that the cipher file holds the new size: what lies past it goes.
+      for (auto it = pages_.upper_bound(new_last); it != pages_.end();) DropPageLocked(it++);
+      Page& last = pages_.at(new_last);
       std::memset(last.data.get() + keep, 0, kPageSize - keep);
       MarkDirtyLocked(new_last, last);
     } else {
@@ -1043,6 +1041,41 @@ Status FileContents::Resize(uint64_t new_size, bool only_grow) {
     size_ = new_size;
   }
   return WriteBackLocked();
+}
+
+// Cuts the cipher file to a plaintext size of `new_size` (below disk_size_) without a moment at
+// which a failure loses stored bytes: the new last page (cached) is sealed short and flagged last
+// and written in place first, then the file is cut; if either step fails, the unit that was
+// there is written back as it was, and the file reads as before (the caller has dropped nothing
+// yet). A crash between the two steps leaves that one page unreadable, as a crash inside any
+// page write does.
+// REQUIRES writeback_mu_ and mu_ (exclusive); the new last page is cached.
+Status FileContents::CutStoredLocked(uint64_t new_size) {
+  const PageGeometry& g = layer_.geometry_;
+  const uint64_t last = PageGeometry::PageCount(new_size) - 1;
+  const size_t keep = static_cast<size_t>(new_size - last * kPageSize);
+  const bool was_last = PageGeometry::PageCount(disk_size_) - 1 == last;
+  const size_t old_len = was_last ? static_cast<size_t>(disk_size_ - last * kPageSize) : kPageSize;
+  std::vector<uint8_t> old_unit(old_len + g.overhead());
+  SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(old_unit, g.UnitOffset(last)));
+  old_unit.resize(got);  // a torn tail: put back what there was
+  std::vector<uint8_t> unit(keep + g.overhead());
+  SIGILFS_RETURN_IF_ERROR(
+      key_->codec.Seal(last, UnitKind::kDataPage, true, {pages_.at(last).data.get(), keep}, unit));
+  Count(PageCounter::kPagesEncrypted);
+  const ByteSpan u[] = {unit};
+  Status s = backing_->WriteAt(u, g.UnitOffset(last));
+  if (s.ok()) s = backing_->Truncate(g.CipherSize(new_size));
+  if (!s.ok()) {
+    const ByteSpan o[] = {old_unit};
+    if (Status undo = backing_->WriteAt(o, g.UnitOffset(last)); !undo.ok())
+      return s.WithContext(label_ + ": truncate, and putting page " + std::to_string(last) +
+                           " back (" + undo.ToString() + ")");
+    return s.WithContext(label_ + ": truncate");
+  }
+  Count(PageCounter::kBackingBytesWritten, unit.size());
+  disk_size_ = new_size;
+  return Status::Ok();
 }
 
 Status FileContents::Flush() {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -1106,6 +1107,52 @@ TEST_P(PageLayerTest, AReadOvertakenByAShrinkingTruncateReturnsShort) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, 4096u) << "the page read before the truncate, and no more";
   EXPECT_EQ(ReadAll(*f), Pattern(100, 1));
+}
+
+// A backing file whose writes or truncates fail with EIO while armed (a failing write stores
+// nothing).
+class ArmedFailureBackingFile final : public test::ForwardingBackingFile {
+ public:
+  using ForwardingBackingFile::ForwardingBackingFile;
+  Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
+    if (fail_writes) return Status::FromErrno(EIO, "injected");
+    return ForwardingBackingFile::WriteAt(bufs, offset);
+  }
+  Status Truncate(uint64_t size) override {
+    if (fail_truncates) return Status::FromErrno(EIO, "injected");
+    return ForwardingBackingFile::Truncate(size);
+  }
+  std::atomic<bool> fail_writes{false}, fail_truncates{false};
+};
+
+// A shrinking truncate whose write or cut fails leaves every byte as it was: the stored pages
+// (the new last page included) and the dirty ones past the new end, in this open and after
+// reopening.
+TEST_P(PageLayerTest, AFailedShrinkingTruncateLeavesEveryByteReadable) {
+  for (bool fail_write : {true, false}) {
+    SCOPED_TRACE(fail_write ? "the new last page's write fails" : "the cut fails");
+    const std::string name = fail_write ? "w" : "t";
+    auto want = Pattern(10 * 4096 + 300, 50);
+    {
+      auto f = Open(name);
+      WriteAll(*f, 0, want);
+    }
+    auto armed = std::make_unique<ArmedFailureBackingFile>(backend_.Open(name));
+    ArmedFailureBackingFile* fault = armed.get();
+    auto f = std::move(layer_->Open(std::move(armed), name)).value();
+    const auto dirty = Pattern(4096, 51);  // page 8, cached and not yet written back
+    ASSERT_EQ(*f->Write(8 * 4096, dirty), dirty.size());
+    std::copy(dirty.begin(), dirty.end(), want.begin() + 8 * 4096);
+    (fail_write ? fault->fail_writes : fault->fail_truncates) = true;
+    EXPECT_FALSE(f->Truncate(3 * 4096 + 100).ok());
+    fault->fail_writes = fault->fail_truncates = false;
+    EXPECT_EQ(f->size(), want.size());
+    EXPECT_EQ(ReadAll(*f), want);
+    ASSERT_TRUE(f->Flush().ok());
+    f.reset();
+    auto g = Open(name);
+    EXPECT_EQ(ReadAll(*g), want) << "after reopening";
+  }
 }
 
 // A daemon builds its volume and then forks (fuse_daemonize), and threads do not survive

@@ -287,6 +287,7 @@ class FileContents {
   void DropCleanRangeLocked(uint64_t first, uint64_t end);  // only the clean ones
   // Truncate, or with `only_grow` a size that is only ever raised (fallocate beside writers).
   Status Resize(uint64_t new_size, bool only_grow);
+  Status CutStoredLocked(uint64_t new_size);  // REQUIRES writeback_mu_ and mu_ (exclusive)
   // Sealed zeros over [offset, end), through the ordinary write path: no holes.
   Status WriteZeros(uint64_t offset, uint64_t end);
   // Whole pages [first, end), none of them the last, become holes (Allocate's punch).
