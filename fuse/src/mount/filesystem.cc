@@ -646,11 +646,18 @@ Result<size_t> Filesystem::DoRead(Inode& inode, uint64_t offset, MutableByteSpan
   }
   if (!c) return Status::FromErrno(EBADF, "read");
   auto n = c->Read(offset, out);
-  if (n.ok() && *n < out.size() && offset + *n < c->size()) {
-    // The kernel takes a short reply for the end of the file (and would shrink its idea of the
-    // size): a page that cannot be read must fail the whole request instead.
-    n = c->Read(offset + *n, out.subspan(*n));
-    if (n.ok()) n = Status(Code::kIoError, "short read inside the file");
+  // The kernel takes a short reply for the end of the file (and would shrink its idea of the
+  // size), so a read that stopped inside the file goes on: a page that cannot be read fails the
+  // whole request, and bytes appended since the first part (a reader following a writer) are
+  // part of the reply. Each round returns an error, nothing (cut meanwhile), or more bytes.
+  while (n.ok() && *n < out.size() && offset + *n < c->size()) {
+    auto more = c->Read(offset + *n, out.subspan(*n));
+    if (!more.ok()) {
+      n = more.status();
+      break;
+    }
+    if (*more == 0) break;
+    *n += *more;
   }
   if (!n.ok()) {
     // A damaged page fails every read of it (and the kernel retries page by page): log it once.
