@@ -1037,14 +1037,14 @@ TEST_P(PageLayerTest, ConcurrentTruncatesReadsAndPartialWritesNeverFail) {
   EXPECT_TRUE(ReadAll(*g) == all) << "after reopening";
 }
 
-// A backing file whose reads, once armed, wait at a gate until the test opens it: a read can be
-// held between its look at the size and its look at the cache.
+// A backing file whose first read once armed waits at a gate until the test opens it (later
+// reads pass): a read can be held between its look at the size and its look at the cache.
 class ReadGatedBackingFile final : public test::ForwardingBackingFile {
  public:
   using ForwardingBackingFile::ForwardingBackingFile;
   Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
     std::unique_lock lock(mu_);
-    if (armed_) {
+    if (armed_ && waiting_ == 0) {
       ++waiting_;
       cv_.notify_all();
       cv_.wait(lock, [this] { return !armed_; });
