@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <vector>
 
+#include "sigilfs/core/format.h"
 #include "sigilfs/core/page_layer.h"
 
 namespace sigilfs::core {
@@ -122,6 +124,16 @@ Result<std::optional<std::pair<uint64_t, uint64_t>>> FileContents::NextHoleRun(u
   auto page_to = [&g](uint64_t at) {
     return at <= kFileHeaderSize ? 0 : (at - kFileHeaderSize) / g.unit_size();
   };
+  // Units do not line up with the store's blocks: the unit across a hole's edge shares a block
+  // with its neighbour's data. If it is all zeros it reads as a hole, and is one (not in strict
+  // mode, where zeros are refused; never the last page).
+  auto zero_unit = [&](uint64_t page) -> Result<bool> {
+    if (layer_.options_.strict_holes || page >= last) return false;
+    std::vector<uint8_t> unit(g.unit_size());
+    SIGILFS_ASSIGN_OR_RETURN(size_t got, backing_->ReadAt(unit, g.UnitOffset(page)));
+    Count(PageCounter::kBackingBytesRead, got);
+    return got == unit.size() && IsAllZero(unit);
+  };
   uint64_t pos = g.UnitOffset(from);
   while (pos < cipher_size) {
     auto hole = backing_->Seek(pos, /*data=*/false);
@@ -130,8 +142,24 @@ Result<std::optional<std::pair<uint64_t, uint64_t>>> FileContents::NextHoleRun(u
     auto data = backing_->Seek(*hole, /*data=*/true);
     if (!data.ok() && data.status().sys_errno() != ENXIO) return data.status().WithContext(label_);
     const uint64_t data_at = data.ok() ? *data : cipher_size;
-    const uint64_t a = std::max(from, page_from(*hole));
-    const uint64_t b = std::min(page_to(data_at), last);  // the last page is never a hole
+    uint64_t a = std::max(from, page_from(*hole));
+    uint64_t b = std::min(page_to(data_at), last);  // the last page is never a hole
+    // The units across the hole's start and its end (one unit when the hole is shorter).
+    std::optional<bool> edge_zero;  // of page a - 1, when it is also page b
+    if (a > from && a - 1 < last) {
+      SIGILFS_ASSIGN_OR_RETURN(const bool zero, zero_unit(a - 1));
+      if (a - 1 == b) edge_zero = zero;
+      if (zero) --a;
+    }
+    if (b >= a && b < last) {
+      bool zero = false;
+      if (edge_zero.has_value()) {
+        zero = *edge_zero;
+      } else {
+        SIGILFS_ASSIGN_OR_RETURN(zero, zero_unit(b));
+      }
+      if (zero) ++b;
+    }
     if (a >= last) break;
     if (a < b) return std::optional(std::pair(a, b));
     if (data_at <= pos) break;  // no progress: the store answered inconsistently

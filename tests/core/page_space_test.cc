@@ -202,6 +202,46 @@ TEST_P(PageSpaceTest, SeekFindsDataAndHoles) {
   EXPECT_TRUE(AllZero(buf));
 }
 
+// A page next to a hole whose unit shares a block of the store with its neighbour's data (units
+// are 4124 bytes, blocks 4096) is all zeros, so a hole too: seeking answers the page boundaries
+// exactly, and never puts the data's start on a page that reads as a hole. Holes left by a
+// write past the end and by a punch, from every offset around their edges.
+TEST_P(PageSpaceTest, SeekPutsTheEdgesOfHolesOnTheExactPages) {
+  auto f = Open("a");
+  WriteAll(*f, 0, Pattern(2 * kPage, 11));
+  WriteAll(*f, 100 * kPage, Pattern(20 * kPage, 12));  // pages 100-119; 119 is the last
+  ASSERT_TRUE(f->Allocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 105 * kPage, 5 * kPage).ok());
+  const uint64_t size = 120 * kPage;
+  ASSERT_EQ(f->size(), size);
+  auto is_data = [](uint64_t page) {
+    return page < 2 || (page >= 100 && page < 105) || page >= 110;
+  };
+  auto expect_seek = [&](uint64_t at, bool data) {
+    uint64_t want = at;
+    while (want < size && is_data(want / kPage) != data) want = (want / kPage + 1) * kPage;
+    auto r = f->SeekData(at, data);
+    ASSERT_TRUE(r.ok()) << at << " " << data << ": " << r.status().ToString();
+    EXPECT_EQ(*r, std::min(want, size)) << (data ? "SEEK_DATA" : "SEEK_HOLE") << " from " << at;
+  };
+  for (const uint64_t page : {0, 1, 2, 50, 99, 100, 104, 105, 107, 109, 110, 119}) {
+    for (const int64_t delta : {-1, 0, 1}) {
+      if (page == 0 && delta < 0) continue;
+      const uint64_t at = page * kPage + static_cast<uint64_t>(delta);
+      expect_seek(at, true);
+      expect_seek(at, false);
+    }
+  }
+  EXPECT_EQ(f->SeekData(size, true).status().sys_errno(), ENXIO);
+  EXPECT_EQ(f->SeekData(size, false).status().sys_errno(), ENXIO);
+  // Reopened: the answers come from the stored file alone.
+  f.reset();
+  f = Open("a");
+  expect_seek(3 * kPage, true);
+  expect_seek(106 * kPage, true);
+  expect_seek(0, false);
+  expect_seek(101 * kPage, false);
+}
+
 TEST_P(PageSpaceTest, AFileWithoutHolesIsAllData) {
   auto f = Open("a");
   WriteAll(*f, 0, Pattern(10 * kPage + 1, 10));

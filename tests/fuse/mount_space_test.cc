@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "test_support/pattern.h"
 #include "test_support/process.h"
 #include "test_support/requirements.h"
+#include "test_support/temp_dir.h"
 
 namespace sigilfs {
 namespace {
@@ -112,6 +114,60 @@ TEST(MountSpaceTest, SeekDataAndHoleFollowTheHoles) {
     ++sparse;
   }
   EXPECT_EQ(sparse, 2);
+}
+
+// SEEK_DATA / SEEK_HOLE give what the kernel's own filesystem gives for a file whose holes and
+// data lie on page boundaries (sigilfs holes are whole pages): data, a hole left by a write
+// past the end, data, a punched hole, data to the end; from every offset around the edges,
+// past the end and negative (ENXIO, as ext4 and tmpfs: the kernel passes negative offsets on).
+TEST(MountSpaceTest, SeekAnswersAsTheKernelsFilesystemDoes) {
+  SIGILFS_NEEDS_FUSE();
+  test::MountedVault vault;
+  test::TempDir reference_dir;
+  auto answers = [](const std::string& path) {
+    std::vector<std::string> out;
+    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644));
+    if (fd.fd < 0) return std::vector<std::string>{std::string("open: ") + std::strerror(errno)};
+    WriteAt(fd.fd, 0, test::Pattern(2 * kPage, 21));
+    WriteAt(fd.fd, 100 * kPage, test::Pattern(20 * kPage, 22));  // pages 100-119
+    if (::fallocate(fd.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 105 * kPage, 5 * kPage) != 0)
+      return std::vector<std::string>{std::string("punch: ") + std::strerror(errno)};
+    const off_t size = 120 * kPage;
+    for (const off_t at : {off_t{0},
+                           off_t{1},
+                           2 * kPage - 1,
+                           2 * kPage,
+                           2 * kPage + 1,
+                           50 * kPage,
+                           100 * kPage - 1,
+                           100 * kPage,
+                           100 * kPage + 1,
+                           105 * kPage - 1,
+                           105 * kPage,
+                           107 * kPage,
+                           110 * kPage - 1,
+                           110 * kPage,
+                           size - 1,
+                           size,
+                           size + 1,
+                           size + 100 * kPage,
+                           off_t{-1},
+                           -kPage,
+                           std::numeric_limits<off_t>::min()}) {
+      for (const int whence : {SEEK_DATA, SEEK_HOLE}) {
+        errno = 0;
+        const off_t r = ::lseek(fd.fd, at, whence);
+        out.push_back(std::string(whence == SEEK_DATA ? "SEEK_DATA " : "SEEK_HOLE ") +
+                      std::to_string(at) + " -> " +
+                      (r < 0 ? std::string(strerrorname_np(errno)) : std::to_string(r)));
+      }
+    }
+    return out;
+  };
+  const std::vector<std::string> expected = answers((reference_dir.path() / "f").string());
+  const std::vector<std::string> got = answers(vault.path("f"));
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]);
 }
 
 }  // namespace

@@ -289,9 +289,11 @@ void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t len
                                        static_cast<uint64_t>(length)));
 }
 
-// Only SEEK_DATA and SEEK_HOLE reach the filesystem; the kernel answers the others itself.
+// Only SEEK_DATA and SEEK_HOLE reach the filesystem; the kernel answers the others itself. It
+// passes negative offsets on: ENXIO, as ext4 and tmpfs answer (no data or hole there).
 void Lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
-  if ((whence != SEEK_DATA && whence != SEEK_HOLE) || offset < 0) return Fail(req, EINVAL);
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return Fail(req, EINVAL);
+  if (offset < 0) return Fail(req, ENXIO);
   auto at =
       Fs(req).DoSeekData(*InodeOf(req, ino), static_cast<uint64_t>(offset), whence == SEEK_DATA);
   if (!at.ok()) return ReplyError(req, at.status());
