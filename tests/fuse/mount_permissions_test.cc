@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "test_support/as_nobody.h"
 #include "test_support/mount.h"
 #include "test_support/requirements.h"
+#include "test_support/temp_dir.h"
 
 namespace sigilfs {
 namespace {
@@ -92,18 +94,22 @@ TEST_F(MountPermissionsTest, AWriteByANonOwnerClearsSetuidAndSetgid) {
 
 // The kernel leaves clearing set-ID bits to the daemon (FUSE_HANDLE_KILLPRIV_V2, so that it
 // need not ask for security.capability before every write): a truncate and an O_TRUNC open by a
-// caller without CAP_FSETID clear set-user-ID, and set-group-ID where the group may execute;
-// set-group-ID without group execute (mandatory locking's mark) stays, and root's writes clear
-// nothing, as on ext4.
+// caller without CAP_FSETID clear set-user-ID, and set-group-ID where the group may execute or
+// the caller is not in the file's group (the kernel's setattr_should_drop_sgid, what ext4 does
+// here); set-group-ID without group execute stays for a member of the group, and root's writes
+// clear nothing, as on ext4.
 TEST_F(MountPermissionsTest, TruncatesByANonOwnerClearSetIdBitsAsTheKernelWould) {
   struct Case {
     mode_t before, after;
     bool open_truncates;  // O_TRUNC rather than ftruncate
+    gid_t group = 0;
   };
-  for (const Case& c : {Case{06777, 0777, false}, Case{06777, 0777, true},
-                        Case{02767, 02767, false}, Case{04766, 0766, true}}) {
+  for (const Case& c : {Case{06777, 0777, false}, Case{06777, 0777, true}, Case{02767, 0767, false},
+                        Case{02767, 02767, false, kNogroup}, Case{02777, 0777, true, kNogroup},
+                        Case{04766, 0766, true}}) {
     const std::string f = vault_->path("t");
     std::ofstream(f) << "data";
+    ASSERT_EQ(::chown(f.c_str(), 0, c.group), 0);
     ASSERT_EQ(::chmod(f.c_str(), c.before), 0);
     ASSERT_EQ(AsNobody([&] {
                 const int fd = ::open(f.c_str(), O_WRONLY | (c.open_truncates ? O_TRUNC : 0));
@@ -115,7 +121,8 @@ TEST_F(MountPermissionsTest, TruncatesByANonOwnerClearSetIdBitsAsTheKernelWould)
               0);
     struct stat st;
     ASSERT_EQ(::stat(f.c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 07777, c.after) << std::oct << c.before << " " << c.open_truncates;
+    EXPECT_EQ(st.st_mode & 07777, c.after)
+        << std::oct << c.before << " " << c.open_truncates << " group " << std::dec << c.group;
     ASSERT_EQ(::unlink(f.c_str()), 0);
   }
   // Root keeps them (CAP_FSETID).
@@ -130,6 +137,71 @@ TEST_F(MountPermissionsTest, TruncatesByANonOwnerClearSetIdBitsAsTheKernelWould)
   struct stat st;
   ASSERT_EQ(::stat(f.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 06755u);
+}
+
+// fallocate changes a file as a write does, and the kernel leaves clearing set-ID bits to the
+// daemon here too (under FUSE_HANDLE_KILLPRIV_V2 it sends no flag with a FALLOCATE): every mode
+// of fallocate by a caller without CAP_FSETID clears set-user-ID, and set-group-ID where the
+// group may execute or the caller is not in the file's group; root's clear nothing. The same
+// steps on the backing filesystem (ext4 here) give the modes to expect.
+TEST_F(MountPermissionsTest, FallocateClearsSetIdBitsAsTheKernelsFilesystemDoes) {
+  test::TempDir reference;
+  std::filesystem::permissions(reference.path(), std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  struct Case {
+    mode_t mode;
+    gid_t group;
+  };
+  const Case cases[] = {{06777, 0}, {02767, 0}, {02767, kNogroup}, {02777, kNogroup}, {04766, 0}};
+  const int modes[] = {0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                       FALLOC_FL_ZERO_RANGE};
+  // The mode `f` is left with after a fallocate of `mode` by the unprivileged user (or root).
+  auto after = [](const std::string& f, const Case& c, int mode, bool as_root) -> mode_t {
+    std::ofstream(f) << std::string(3 * 4096, 'x');
+    if (::chown(f.c_str(), 0, c.group) != 0 || ::chmod(f.c_str(), c.mode) != 0) return 01;
+    auto body = [&] {
+      const int fd = ::open(f.c_str(), O_RDWR);
+      if (fd < 0) return errno;
+      const int rc = ErrnoOf(::fallocate(fd, mode, 4096, 8192));
+      ::close(fd);
+      return rc;
+    };
+    if ((as_root ? body() : AsNobody(body)) != 0) return 02;
+    struct stat st;
+    if (::stat(f.c_str(), &st) != 0) return 03;
+    const mode_t got = st.st_mode & 07777;
+    ::unlink(f.c_str());
+    return got;
+  };
+  for (const Case& c : cases) {
+    for (const int mode : modes) {
+      for (const bool as_root : {false, true}) {
+        const mode_t expected = after((reference.path() / "f").string(), c, mode, as_root);
+        ASSERT_GT(expected, 03u) << "the same steps failed on the backing filesystem";
+        const mode_t got = after(vault_->path("f"), c, mode, as_root);
+        EXPECT_EQ(got, expected) << std::oct << got << " instead of " << expected << " for "
+                                 << c.mode << " group " << std::dec << c.group
+                                 << ", fallocate mode " << mode
+                                 << (as_root ? ", as root" : ", as nobody");
+      }
+    }
+  }
+  // And the kernel does not go on showing the old mode from its cache.
+  const std::string f = vault_->path("cached");
+  std::ofstream(f) << "data";
+  ASSERT_EQ(::chmod(f.c_str(), 06777), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  ASSERT_EQ(AsNobody([&] {
+              const int fd = ::open(f.c_str(), O_RDWR);
+              if (fd < 0) return errno;
+              const int rc = ErrnoOf(::fallocate(fd, 0, 0, 100));
+              ::close(fd);
+              return rc;
+            }),
+            0);
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0777u);
 }
 
 TEST_F(MountPermissionsTest, ModesAreEnforcedForOtherUsers) {

@@ -682,8 +682,18 @@ Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& 
   return c->Write(offset, source, length);
 }
 
-Result<bool> Filesystem::ClearSetId(Inode& inode) {
-  if (!S_ISREG(inode.type)) return false;
+Result<std::optional<mode_t>> Filesystem::ClearSetId(Inode& inode, const Caller& caller) {
+  if (!S_ISREG(inode.type)) return std::optional<mode_t>();
+  // The mode without the bits the caller's change removes; nullopt if it keeps them all.
+  auto cleared = [&caller](const struct stat& st) -> std::optional<mode_t> {
+    const mode_t now = st.st_mode & 07777;
+    if ((now & (S_ISUID | S_ISGID)) == 0) return std::nullopt;
+    // Group membership matters only for set-group-ID without group execute.
+    const bool sgid_needs_group = (now & (S_ISGID | S_IXGRP)) == S_ISGID;
+    const mode_t mode = WithoutSetId(now, !sgid_needs_group || caller.InGroup(st.st_gid));
+    if (mode == now || (caller.fsetid && caller.fsetid())) return std::nullopt;
+    return mode;
+  };
   {
     // An open file (every write's): its descriptor, without walking the path. Writes by callers
     // without CAP_FSETID all come here.
@@ -691,20 +701,18 @@ Result<bool> Filesystem::ClearSetId(Inode& inode) {
     if (inode.stat_fd >= 0) {
       struct stat st;
       if (::fstat(inode.stat_fd, &st) != 0) return Errno("stat");
-      const mode_t mode = WithoutSetId(st.st_mode & 07777);
-      if (mode == (st.st_mode & 07777)) return false;
-      if (::fchmod(inode.stat_fd, mode) != 0) return Errno("chmod");
-      return true;
+      const std::optional<mode_t> mode = cleared(st);
+      if (mode && ::fchmod(inode.stat_fd, *mode) != 0) return Errno("chmod");
+      return mode;
     }
   }
   std::shared_lock tree(tree_mu_);
   struct stat st;
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
   Fd fd(raw);
-  const mode_t mode = WithoutSetId(st.st_mode & 07777);
-  if (mode == (st.st_mode & 07777)) return false;
-  if (::chmod(ProcPath(fd.get()).c_str(), mode) != 0) return Errno("chmod");
-  return true;
+  const std::optional<mode_t> mode = cleared(st);
+  if (mode && ::chmod(ProcPath(fd.get()).c_str(), *mode) != 0) return Errno("chmod");
+  return mode;
 }
 
 Status Filesystem::DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t length) {

@@ -77,6 +77,9 @@ struct Caller {
   // Supplementary groups, where a rule may need them: asked for only when it does (libfuse
   // reads them from /proc, two reads of a file per call).
   std::function<std::vector<gid_t>()> groups;
+  // Whether the caller holds CAP_FSETID (changes keep set-ID bits), where the kernel did not
+  // say: asked for only when a file has such bits. Unset: it does not.
+  std::function<bool()> fsetid;
   bool InGroup(gid_t g) const {
     if (uid == 0 || gid == g) return true;
     if (!groups) return false;
@@ -169,14 +172,15 @@ class Filesystem {
   Status DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t length);
   Result<uint64_t> DoSeekData(Inode& inode, uint64_t offset, bool data);
   Status DoFlush(Inode& inode);
-  // Clears set-user-ID, and set-group-ID where the group may execute, as a write, truncate or
-  // O_TRUNC open by a caller without CAP_FSETID must (the kernel leaves it to the daemon under
-  // FUSE_HANDLE_KILLPRIV_V2). True if the mode changed.
-  Result<bool> ClearSetId(Inode& inode);
-  // `mode` as ClearSetId leaves it.
-  static mode_t WithoutSetId(mode_t mode) {
+  // Clears set-user-ID, and set-group-ID where the group may execute or the caller is not in
+  // the file's group, as a write, truncate, O_TRUNC open or fallocate by a caller without
+  // CAP_FSETID must (the kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2; the rule
+  // is the kernel's setattr_should_drop_suidgid). The new permission bits if the mode changed.
+  Result<std::optional<mode_t>> ClearSetId(Inode& inode, const Caller& caller);
+  // `mode` as ClearSetId leaves it, for a caller in the file's group or not.
+  static mode_t WithoutSetId(mode_t mode, bool in_group) {
     mode &= ~static_cast<mode_t>(S_ISUID);
-    if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) mode &= ~static_cast<mode_t>(S_ISGID);
+    if ((mode & S_IXGRP) != 0 || !in_group) mode &= ~static_cast<mode_t>(S_ISGID);
     return mode;
   }
   Status DoFsync(Inode& inode, bool datasync);

@@ -10,6 +10,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "acl.h"
@@ -71,6 +74,25 @@ Caller CallerWithGroups(fuse_req_t req) {
   return caller;
 }
 
+// Whether the calling thread holds CAP_FSETID, from its effective capabilities in /proc (the
+// kernel sends the pid of the calling thread). Unreadable (the thread is gone, or outside this
+// daemon's pid namespace): only root is taken to hold it.
+bool HasFsetid(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  constexpr int kCapFsetid = 4;
+  std::ifstream status("/proc/" + std::to_string(ctx->pid) + "/status");
+  std::string line;
+  while (ctx->pid > 0 && std::getline(status, line)) {
+    if (line.compare(0, 7, "CapEff:") != 0) continue;
+    try {
+      return ((std::stoull(line.substr(7), nullptr, 16) >> kCapFsetid) & 1) != 0;
+    } catch (const std::exception&) {
+      break;
+    }
+  }
+  return ctx->uid == 0;
+}
+
 void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
 void Fail(fuse_req_t req, int error) { fuse_reply_err(req, error); }
 
@@ -97,19 +119,23 @@ void ReplyAttr(fuse_req_t req, Result<struct stat> r) {
 
 void ReplyStatus(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() ? 0 : ErrnoFor(s)); }
 
-// A write, truncate or O_TRUNC open the kernel flagged (device_io.h): clear set-ID bits, and
-// make the kernel drop the mode it caches, which would otherwise still say set-user-ID to an
-// exec of the changed file for up to a second. Attributes only (offset -1): no page is touched,
-// so this is safe before the reply.
-void ClearSetIdIfAsked(fuse_req_t req, fuse_ino_t ino, Inode& inode) {
-  if (!RequestClearsSetId()) return;
-  auto changed = Fs(req).ClearSetId(inode);
+// Clears set-ID bits as a change by `caller` must, and makes the kernel drop the mode it
+// caches, which would otherwise still say set-user-ID to an exec of the changed file for up to
+// a second. Attributes only (offset -1): no page is touched, so this is safe before the reply.
+void ClearSetId(fuse_req_t req, fuse_ino_t ino, Inode& inode, const Caller& caller) {
+  auto changed = Fs(req).ClearSetId(inode, caller);
   if (!changed.ok()) {
     Log("clearing set-ID bits: %s", changed.status().ToString().c_str());
     return;
   }
   fuse_session* se = g_session.load();
-  if (*changed && se != nullptr) fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  if (changed->has_value() && se != nullptr) fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+}
+
+// A write, truncate or O_TRUNC open the kernel flagged (device_io.h): a caller without
+// CAP_FSETID.
+void ClearSetIdIfAsked(fuse_req_t req, fuse_ino_t ino, Inode& inode) {
+  if (RequestClearsSetId()) ClearSetId(req, ino, inode, CallerWithGroups(req));
 }
 
 void Init(void* userdata, fuse_conn_info* conn) {
@@ -224,8 +250,10 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   auto r = Fs(req).DoCreate(*InodeOf(req, parent), name, mode, fi->flags, CallerOf(req));
   if (!r.ok()) return ReplyError(req, r.status());
   if ((fi->flags & O_TRUNC) != 0 && RequestClearsSetId()) {
-    auto changed = Fs(req).ClearSetId(*r->inode);  // an existing file, opened with O_TRUNC
-    if (changed.ok() && *changed) r->attr.st_mode = Filesystem::WithoutSetId(r->attr.st_mode);
+    // An existing file, opened with O_TRUNC.
+    auto changed = Fs(req).ClearSetId(*r->inode, CallerWithGroups(req));
+    if (changed.ok() && changed->has_value())
+      r->attr.st_mode = (r->attr.st_mode & S_IFMT) | **changed;
   }
   const fuse_entry_param e = EntryParam(req, *r);
   fi->keep_cache = 1;
@@ -285,8 +313,18 @@ void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                fuse_file_info*) {
   if (offset < 0 || length <= 0) return Fail(req, EINVAL);
-  ReplyStatus(req, Fs(req).DoFallocate(*InodeOf(req, ino), mode, static_cast<uint64_t>(offset),
-                                       static_cast<uint64_t>(length)));
+  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
+  const Status s = Fs(req).DoFallocate(*inode, mode, static_cast<uint64_t>(offset),
+                                       static_cast<uint64_t>(length));
+  if (!s.ok()) return ReplyError(req, s);
+  // fallocate changes the file as a write does, and clears set-ID bits as one (ext4 does, in
+  // file_modified). Under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon without
+  // flagging the request, so whether the caller holds CAP_FSETID is looked up here, and only
+  // for a file that has such bits.
+  Caller caller = CallerWithGroups(req);
+  caller.fsetid = [req] { return HasFsetid(req); };
+  ClearSetId(req, ino, *inode, caller);
+  fuse_reply_err(req, 0);
 }
 
 // Only SEEK_DATA and SEEK_HOLE reach the filesystem; the kernel answers the others itself. It
