@@ -63,6 +63,10 @@ void RemoveName(Inode& inode, const Inode& parent, const std::string& stored) {
 
 }  // namespace
 
+Inode::~Inode() {
+  if (removed_fd >= 0) ::close(removed_fd);
+}
+
 Filesystem::DirHandle::~DirHandle() {
   if (fd >= 0) ::close(fd);
 }
@@ -231,7 +235,27 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
     std::string first;
     if (&inode != root_.get()) {
       std::lock_guard lock(node.name_mu);
-      if (node.names.empty()) return Status(Code::kNotFound, "unlinked");
+      if (node.names.empty()) {
+        if (node.removed_fd < 0) return Status(Code::kNotFound, "unlinked");
+        // Removed here while the kernel holds it: through the descriptor kept for it. O_PATH
+        // asks for the object itself; anything else reopens it (the magic link is followed).
+        const int fd = (flags & O_PATH) != 0 ? ::fcntl(node.removed_fd, F_DUPFD_CLOEXEC, 0)
+                                             : ::open(ProcPath(node.removed_fd).c_str(),
+                                                      (flags & ~O_NOFOLLOW) | O_CLOEXEC);
+        if (fd < 0) return Errno("open");
+        struct stat st;
+        if (::fstat(fd, &st) != 0) {
+          const Status s = Errno("stat");
+          ::close(fd);
+          return s;
+        }
+        if ((flags & O_DIRECTORY) != 0 && !S_ISDIR(st.st_mode)) {
+          ::close(fd);
+          return Status::FromErrno(ENOTDIR, "open");
+        }
+        if (st_out != nullptr) *st_out = st;
+        return fd;
+      }
       first = node.names.front().stored;
     }
     const std::string path = PathLocked(inode);
@@ -1262,6 +1286,40 @@ Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::str
   return EntryAt(new_parent.shared_from_this(), at.dirfd, at.stored);
 }
 
+int Filesystem::OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd,
+                                  const std::string& stored, const struct stat& st) {
+  if (!node || node->removed_fd >= 0) return -1;
+  // Another link (a hard link never looked up here) keeps the object, and an unlinked file the
+  // kernel still caches may stay cached long: only an object this removal deletes is kept.
+  if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) return -1;
+  {
+    std::lock_guard lock(node->name_mu);
+    if (node->names.size() > 1) return -1;  // still reached through another name
+  }
+  {
+    std::lock_guard lock(table_mu_);
+    if (node->nlookup == 0) return -1;  // the kernel forgot it: nothing can ask
+  }
+  // Out of descriptors: the node then behaves as before (ENOENT once removed).
+  const int fd = ::openat(dirfd, stored.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  struct stat now;
+  if (fd >= 0 &&
+      (::fstat(fd, &now) != 0 || now.st_dev != node->key_dev || now.st_ino != node->key_ino)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void Filesystem::KeepRemoved(Inode& node, int fd) {
+  if (fd < 0) return;
+  if (node.names.empty() && node.removed_fd < 0) {
+    node.removed_fd = fd;
+  } else {
+    ::close(fd);
+  }
+}
+
 std::shared_ptr<Inode> Filesystem::FindLocked(int dirfd, const std::string& stored) {
   struct stat st;
   if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return nullptr;
@@ -1278,6 +1336,7 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("unlink");
   if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "unlink");
   std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
+  Fd kept(OpenBeforeRemoval(inode, at.dirfd, at.stored, st));
   if (::unlinkat(at.dirfd, at.stored.c_str(), 0) != 0) return Errno("unlink");
   if (DebugOps())
     Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir.st_ino,
@@ -1286,6 +1345,7 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
     // Other hard links (if any) keep reaching it.
     std::lock_guard lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored);
+    KeepRemoved(*inode, kept.release());
   }
   volume_->ReleaseName(at.dirfd, at.stored);
   return Status::Ok();
@@ -1330,10 +1390,15 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   std::unique_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
+  Fd kept;
+  if (struct stat st;
+      inode && ::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+    kept = Fd(OpenBeforeRemoval(inode, at.dirfd, at.stored, st));
   SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(at.dirfd, at.stored));
   if (inode) {
     std::lock_guard lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored);
+    KeepRemoved(*inode, kept.release());
   }
   volume_->ReleaseName(at.dirfd, at.stored);
   return Status::Ok();
@@ -1386,6 +1451,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   }
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(newdir, to.iv, new_name));
   std::shared_ptr<Inode> replaced = target_exists ? find(dst) : nullptr;
+  Fd kept(target_exists ? OpenBeforeRemoval(replaced, newdir, new_stored, dst) : -1);
   if (target_exists && S_ISDIR(dst.st_mode)) {
     // The cipher directory still holds its IV file: an "empty" target must be removed first.
     SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(newdir, new_stored));
@@ -1400,6 +1466,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   if (replaced) {
     std::lock_guard lock(replaced->name_mu);
     RemoveName(*replaced, new_parent, new_stored);
+    KeepRemoved(*replaced, kept.release());
   }
   move_to(find(src), parent, old_stored, new_parent, new_stored);
   if (&parent != &new_parent || old_stored != new_stored) volume_->ReleaseName(olddir, old_stored);

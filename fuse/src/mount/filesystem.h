@@ -50,6 +50,18 @@ struct Inode : std::enable_shared_from_this<Inode> {
   uint32_t generation = 0;  // 0 for the root, as the kernel requires
   // Forgotten by the kernel and remembered for file handles: its place in Filesystem::forgotten_.
   std::optional<std::list<Inode*>::iterator> forgotten_at;  // GUARDED_BY(Filesystem::table_mu_)
+  // A node the kernel holds whose last name this mount removed (unlink, rmdir, rename over it):
+  // an O_PATH descriptor of the cipher object, opened just before the removal, through which
+  // it is still reached as on ext4 (fstat of an open or O_PATH descriptor, fchmod, a reopen
+  // through /proc/self/fd). Only the kernel's references keep such a node, so these are as
+  // many as removed objects still open somewhere. Set under Filesystem::tree_mu_ exclusive,
+  // read under it shared; closed with the node.
+  int removed_fd = -1;
+
+  Inode() = default;
+  Inode(const Inode&) = delete;
+  Inode& operator=(const Inode&) = delete;
+  ~Inode();
 
   std::mutex mu;                                 // guards the fields below
   std::optional<core::DirIv> iv;                 // directories: cached name IV
@@ -254,8 +266,18 @@ class Filesystem {
   Result<Place> Resolve(Inode& dir, const std::string& name);  // REQUIRES tree_mu_
 
   std::string PathLocked(const Inode& inode) const;  // REQUIRES tree_mu_ (shared)
-  // REQUIRES tree_mu_ (shared). `st`, if given, gets the opened object's attributes.
+  // REQUIRES tree_mu_ (shared). `st`, if given, gets the opened object's attributes. A node
+  // whose names are all gone is opened through its removed_fd, if it has one.
   Result<int> OpenInode(const Inode& inode, int flags, struct stat* st = nullptr) const;
+  // Before the removal of `stored` in `dirfd`, which `st` describes: an O_PATH descriptor of it
+  // if `node` is held by the kernel, has no other name known here and the object no other link,
+  // so that the node stays reachable once removed (Inode::removed_fd); else -1.
+  // REQUIRES tree_mu_ (exclusive)
+  int OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd, const std::string& stored,
+                        const struct stat& st);
+  // After the removal: `node`, left without names, keeps `fd` (closed otherwise).
+  // REQUIRES tree_mu_ (exclusive) and node->name_mu
+  static void KeepRemoved(Inode& node, int fd);
   Result<core::DirIv> DirIvOf(Inode& dir, int dirfd);
   Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
                                         const std::string& stored);
