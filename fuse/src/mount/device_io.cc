@@ -19,6 +19,8 @@ std::atomic<bool> g_offered{false};
 // Set by Read for the request this thread goes on to serve (libfuse reads a request and runs
 // its handler on the same thread).
 thread_local bool t_clears_set_id = false;
+thread_local bool t_direct_write = false;
+std::atomic<bool> g_taken_over{false};
 
 // Whether request argument T, following the header in `buf`, has `mask` set in `field`.
 template <typename T>
@@ -32,6 +34,7 @@ bool Flagged(const void* buf, ssize_t n, uint32_t T::*field, uint32_t mask) {
 ssize_t Read(int fd, void* buf, size_t len, void*) {
   const ssize_t n = ::read(fd, buf, len);
   t_clears_set_id = false;
+  t_direct_write = false;
   if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) return n;
   fuse_in_header in;
   std::memcpy(&in, buf, sizeof in);
@@ -48,6 +51,9 @@ ssize_t Read(int fd, void* buf, size_t len, void*) {
     }
     case FUSE_WRITE:
       t_clears_set_id = Flagged(buf, n, &fuse_write_in::write_flags, FUSE_WRITE_KILL_SUIDGID);
+      // The kernel's direct I/O names the lock owner; writes from its page cache do not.
+      t_direct_write = Flagged(buf, n, &fuse_write_in::write_flags, FUSE_WRITE_LOCKOWNER) &&
+                       !Flagged(buf, n, &fuse_write_in::write_flags, FUSE_WRITE_CACHE);
       break;
     case FUSE_SETATTR:
       t_clears_set_id = Flagged(buf, n, &fuse_setattr_in::valid, FATTR_KILL_SUIDGID);
@@ -86,9 +92,17 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
 
 bool TakeOverDeviceIo(fuse_session* se) {
   static const fuse_custom_io io = {Writev, Read, nullptr, nullptr};
-  return fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
+  const bool taken = fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
+  g_taken_over.store(taken);
+  return taken;
 }
 
 bool RequestClearsSetId() { return t_clears_set_id; }
+
+bool RequestIsDirectWrite(const fuse_file_info* fi) {
+  // Without the device I/O, what libfuse passes on: the lock owner, zero for page-cache writes.
+  if (!g_taken_over.load(std::memory_order_relaxed)) return fi->lock_owner != 0 && !fi->writepage;
+  return t_direct_write;
+}
 
 }  // namespace sigilfs::fuse

@@ -16,8 +16,14 @@ bool TakeOverDeviceIo(fuse_session* se);
 
 // Whether the request this thread is serving is a write, a truncate or an O_TRUNC open by a
 // caller without CAP_FSETID, after which set-user-ID, and set-group-ID where the group may
-// execute, must be cleared (as the kernel's file_remove_privs and should_remove_suid do). The
-// kernel flags requests so only once it took FUSE_HANDLE_KILLPRIV_V2.
+// execute or the caller is not in the file's group, must be cleared (as the kernel's
+// file_remove_privs and setattr_should_drop_suidgid do). The kernel flags requests so only once
+// it took FUSE_HANDLE_KILLPRIV_V2.
 bool RequestClearsSetId();
+
+// Whether the write this thread is serving (`fi` its file info) comes from the kernel's direct
+// I/O (O_DIRECT), whose data went past the page cache, rather than from the page cache, whose
+// pages the writer holds locked until the reply.
+bool RequestIsDirectWrite(const fuse_file_info* fi);
 
 }  // namespace sigilfs::fuse

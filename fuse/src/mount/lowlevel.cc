@@ -303,6 +303,17 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, f
                            (fi->flags & O_APPEND) != 0);
   if (!n.ok()) return ReplyError(req, n.status());
   ClearSetIdIfAsked(req, ino, *inode);
+  // A direct write went past the kernel's page cache, which it makes drop the range's pages
+  // when the write starts, and, for a synchronous write only, when it ends. For an asynchronous
+  // one (Linux AIO, io_uring) pages a buffered read brought in meanwhile, from the file as it
+  // was, would stay cached (keep_cache: an open does not drop them either). So the daemon has
+  // the kernel drop them before it replies, when the data is stored and the writer not yet
+  // told. A direct write's sender holds no page lock of the file (a page-cache write does, until
+  // the reply: those are never invalidated here), so this waits at most for reads in flight,
+  // which other threads serve.
+  fuse_session* se = g_session.load();
+  if (se != nullptr && *n > 0 && RequestIsDirectWrite(fi))
+    fuse_lowlevel_notify_inval_inode(se, ino, offset, static_cast<off_t>(*n));
   fuse_reply_write(req, *n);
 }
 
