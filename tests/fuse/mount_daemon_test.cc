@@ -3,9 +3,13 @@
 // read-ahead, and remounting read-only and back.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fsverity.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +17,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "test_support/daemon_stats.h"
 #include "test_support/mount.h"
@@ -234,6 +239,117 @@ TEST(MountDaemonTest, RemountReadOnlyAndBack) {
   r = test::RunProcess({SIGILFS_BINARY, source, other.path().string(), "-o", "remount,ro"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("not a sigilfs mount"), std::string::npos) << r.err;
+}
+
+// The kernel leaves access times to FUSE servers (it never updates a FUSE inode's atime itself),
+// so `-o noatime` is the daemon's to honour: reading a file, executing one (the kernel reads it,
+// and maps it), listing a directory and the stat of a sealed file (which reads its record)
+// must leave every atime as it was. The daemon's reads of the cipher files would otherwise
+// move them, as the backing filesystem's relatime does. Without noatime, reads still do, and a
+// remount to noatime takes effect.
+TEST(MountDaemonTest, NoatimeKeepsAccessTimesOnReadExecListAndStat) {
+  SIGILFS_NEEDS_FUSE();
+  test::MountedVault vault({"-o", "noatime"});
+  const std::string data = vault.path("data"), tool = vault.path("tool"), dir = vault.path("dir"),
+                    sealed = vault.path("sealed");
+  std::ofstream(data) << std::string(64 << 10, 'd');
+  {
+    std::ifstream in("/bin/true", std::ios::binary);
+    std::ofstream(tool, std::ios::binary) << in.rdbuf();
+  }
+  ASSERT_EQ(::chmod(tool.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  std::ofstream(dir + "/entry") << "x";
+  std::ofstream(sealed) << std::string(10000, 's');
+  bool have_sealed = false;
+  {
+    const int fd = ::open(sealed.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    fsverity_enable_arg arg{};
+    arg.version = 1;
+    arg.hash_algorithm = FS_VERITY_HASH_ALG_SHA256;
+    arg.block_size = 4096;
+    have_sealed = ::ioctl(fd, FS_IOC_ENABLE_VERITY, &arg) == 0;  // Linux 6.10 and later
+    ::close(fd);
+  }
+  const std::vector<std::string> all = {data, tool, dir, sealed};
+  // An atime older than the mtime: relatime on the backing filesystem would move it on a read.
+  constexpr time_t kOld = 978307200;  // 2001-01-01
+  auto age = [&] {
+    for (const std::string& p : all) {
+      const struct timespec ts[2] = {{kOld, 0}, {0, UTIME_OMIT}};
+      ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0) << p;
+      if (p != data && p != tool) continue;
+      // Nothing of it in the kernel's page cache: the reads below reach the daemon. (Opening
+      // a file makes the daemon read its header: the sealed one is only stat'ed.)
+      const int fd = ::open(p.c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0) << p;
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  };
+  auto use = [&] {
+    EXPECT_EQ(test::ReadAll(data).size(), 64u << 10);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl(tool.c_str(), tool.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+    EXPECT_EQ(entries, 1u);
+    // The kernel's attributes run out after a second: then a stat reaches the daemon, which
+    // reads a sealed file's record for its size.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    struct stat st;
+    ASSERT_EQ(::stat(sealed.c_str(), &st), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  };
+  auto atime = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 ? st.st_atim.tv_sec : -1;
+  };
+  age();
+  use();
+  for (const std::string& p : all) {
+    if (p == sealed && !have_sealed) continue;
+    EXPECT_EQ(atime(p), kOld) << p << " under noatime";
+  }
+
+  // Mounted without noatime (so relatime, unless the backing filesystem itself is mounted
+  // noatime), reading the file and running the program move their access times.
+  struct statvfs backing;
+  ASSERT_EQ(::statvfs(vault.cipher().c_str(), &backing), 0);
+  if ((backing.f_flag & ST_NOATIME) != 0) return;
+  vault.Unmount();
+  {
+    test::MountedVault relatime(vault.cipher(), vault.plain(), vault.passfile());
+    age();
+    use();
+    EXPECT_GT(atime(data), kOld) << "read without noatime";
+    EXPECT_GT(atime(tool), kOld) << "executed without noatime";
+    if (have_sealed) {
+      EXPECT_EQ(atime(sealed), kOld) << "a stat is no read";
+    }
+    // `mount -o remount,noatime` (root: through mount.fuse3, which runs this) reaches the
+    // daemon too, within a second.
+    if (::geteuid() != 0) return;
+    const test::ProcessResult r = test::RunProcess(
+        {SIGILFS_BINARY, "sigilfs:" + vault.cipher(), vault.plain(), "-o", "rw,remount,noatime"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    struct statvfs sv;
+    ASSERT_EQ(::statvfs(vault.plain().c_str(), &sv), 0);
+    EXPECT_NE(sv.f_flag & ST_NOATIME, 0u);
+    EXPECT_NE(sv.f_flag & ST_NOSUID, 0u) << "the mount's other flags stay";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    age();
+    EXPECT_EQ(test::ReadAll(data).size(), 64u << 10);
+    EXPECT_EQ(atime(data), kOld) << "read after remount,noatime";
+  }
+  vault.Mount();
 }
 
 }  // namespace

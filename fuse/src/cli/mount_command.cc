@@ -72,7 +72,27 @@ Result<std::chrono::seconds> ParseDuration(const std::string& text) {
 // MOUNTPOINT -o ...,remount,...`): the running daemon stays, and the kernel flips the mount's
 // read-only flag (FUSE supports that; writes then fail with EROFS before reaching the daemon).
 // The flags the mount has (nosuid, nodev, ...) are passed again: a remount drops those omitted.
-int RunRemount(const std::string& mountpoint, std::optional<bool> read_only) {
+// Access-time options given (noatime, relatime, strictatime, atime; nodiratime, diratime)
+// replace the mount's; the daemon, which keeps access times, follows them (docs/design.md).
+struct AtimeOptions {
+  std::optional<unsigned long> mode;  // MS_NOATIME, MS_RELATIME or MS_STRICTATIME
+  std::optional<bool> nodiratime;
+  // Notes `opt` if it is one of these; the last one given counts.
+  void Take(const std::string& opt) {
+    if (opt == "noatime") {
+      mode = MS_NOATIME;
+    } else if (opt == "relatime" || opt == "atime") {
+      mode = MS_RELATIME;
+    } else if (opt == "strictatime") {
+      mode = MS_STRICTATIME;
+    } else if (opt == "nodiratime" || opt == "diratime") {
+      nodiratime = opt == "nodiratime";
+    }
+  }
+};
+
+int RunRemount(const std::string& mountpoint, std::optional<bool> read_only,
+               const AtimeOptions& atime) {
   constexpr long kFuseSuperMagic = 0x65735546;
   constexpr unsigned long kStNoSymfollow = 0x2000;  // ST_NOSYMFOLLOW: Linux 5.10, glibc 2.37
   struct statfs sf;
@@ -94,6 +114,8 @@ int RunRemount(const std::string& mountpoint, std::optional<bool> read_only) {
       {ST_SYNCHRONOUS, MS_SYNCHRONOUS}, {kStNoSymfollow, MS_NOSYMFOLLOW}};
   for (const auto& [has, keep] : kept)
     if ((sv.f_flag & has) != 0) flags |= keep;
+  if (atime.mode) flags = (flags & ~(MS_NOATIME | MS_RELATIME | MS_STRICTATIME)) | *atime.mode;
+  if (atime.nodiratime) flags = *atime.nodiratime ? flags | MS_NODIRATIME : flags & ~MS_NODIRATIME;
   if (::mount(nullptr, mountpoint.c_str(), nullptr, flags, nullptr) != 0)
     return Fail(Status::FromErrno(errno, "remount " + mountpoint));
   return 0;
@@ -110,6 +132,7 @@ int RunMount(MountArgs a) {
   bool remount = false;
   std::optional<bool> read_only;  // the last ro or rw given
   std::optional<bool> acl;        // the last acl or noacl given
+  AtimeOptions atime;             // the access-time options given
   for (const std::string& group : a.options) {
     std::stringstream in(group);
     std::string opt;
@@ -138,11 +161,13 @@ int RunMount(MountArgs a) {
         a.readahead = value;
       else if (opt == "xattr" || opt.empty())
         continue;
-      else
+      else {
+        atime.Take(opt);  // for a remount; a mount passes them on to the kernel
         d.fuse_options.push_back(opt);
+      }
     }
   }
-  if (remount) return RunRemount(d.mountpoint, read_only);
+  if (remount) return RunRemount(d.mountpoint, read_only, atime);
   d.read_only = read_only.value_or(false);
   // POSIX ACLs are kept unless turned off (-o noacl). The kernel checks permissions against
   // them where the mount has it check permissions at all (default_permissions, or allow_other,

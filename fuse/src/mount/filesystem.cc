@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "acl.h"
@@ -239,9 +240,12 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
         if (node.removed_fd < 0) return Status(Code::kNotFound, "unlinked");
         // Removed here while the kernel holds it: through the descriptor kept for it. O_PATH
         // asks for the object itself; anything else reopens it (the magic link is followed).
-        const int fd = (flags & O_PATH) != 0 ? ::fcntl(node.removed_fd, F_DUPFD_CLOEXEC, 0)
-                                             : ::open(ProcPath(node.removed_fd).c_str(),
-                                                      (flags & ~O_NOFOLLOW) | O_CLOEXEC);
+        int fd = (flags & O_PATH) != 0
+                     ? ::fcntl(node.removed_fd, F_DUPFD_CLOEXEC, 0)
+                     : ::open(ProcPath(node.removed_fd).c_str(), (flags & ~O_NOFOLLOW) | O_CLOEXEC);
+        if (fd < 0 && errno == EPERM && (flags & O_NOATIME) != 0)
+          fd = ::open(ProcPath(node.removed_fd).c_str(),
+                      (flags & ~(O_NOFOLLOW | O_NOATIME)) | O_CLOEXEC);
         if (fd < 0) return Errno("open");
         struct stat st;
         if (::fstat(fd, &st) != 0) {
@@ -260,6 +264,9 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
     }
     const std::string path = PathLocked(inode);
     int fd = ::openat(volume_->root_fd(), path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == EPERM && (flags & O_NOATIME) != 0)
+      fd =
+          ::openat(volume_->root_fd(), path.c_str(), (flags & ~O_NOATIME) | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP) return Errno("open");
     struct stat st;
     if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_dev == inode.key_dev &&
@@ -521,10 +528,11 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
   if (inode.contents) return inode.contents;
   int fd = -1;
   {
-    auto rw = OpenInode(inode, options_.read_only ? O_RDONLY : O_RDWR);
+    const int noatime = NoAtime(false);
+    auto rw = OpenInode(inode, (options_.read_only ? O_RDONLY : O_RDWR) | noatime);
     if (!rw.ok() && !options_.read_only &&
         (rw.status().sys_errno() == EACCES || rw.status().sys_errno() == EROFS))
-      rw = OpenInode(inode, O_RDONLY);  // writes will then fail, as they should
+      rw = OpenInode(inode, O_RDONLY | noatime);  // writes will then fail, as they should
     SIGILFS_ASSIGN_OR_RETURN(fd, rw);
   }
   int stat_fd = ::dup(fd);
@@ -592,11 +600,14 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   const int dirfd = at.dirfd;
   const std::string& stored = at.stored;
   // Cipher files are always opened for reading too: partial writes read the old page.
-  constexpr int kOpen = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  const int kOpen = O_RDWR | O_CLOEXEC | O_NOFOLLOW | NoAtime(false);
   int fd = ::openat(dirfd, stored.c_str(), kOpen | O_CREAT | O_EXCL, modes.initial());
   const bool created = fd >= 0;
-  if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0)
+  if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0) {
     fd = ::openat(dirfd, stored.c_str(), kOpen);  // lost a race with another creator
+    if (fd < 0 && errno == EPERM && (kOpen & O_NOATIME) != 0)
+      fd = ::openat(dirfd, stored.c_str(), kOpen & ~O_NOATIME);
+  }
   if (fd < 0) return Errno("create");
   if (DebugOps())
     Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir.st_ino, stored.c_str(),
@@ -1482,11 +1493,40 @@ Result<struct statvfs> Filesystem::DoStatfs() {
 
 Result<std::unique_ptr<Filesystem::DirHandle>> Filesystem::DoOpendir(Inode& inode) {
   std::shared_lock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_RDONLY | O_DIRECTORY));
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_RDONLY | O_DIRECTORY | NoAtime(true)));
   auto handle = std::make_unique<DirHandle>();
   handle->fd = raw;
   SIGILFS_ASSIGN_OR_RETURN(handle->iv, DirIvOf(inode, raw));
   return handle;
+}
+
+void Filesystem::WatchAtimeOptions(std::function<std::string()> probe) {
+  atime_probe_ = std::move(probe);
+  atime_checked_ns_.store(0);
+  (void)NoAtime(false);
+}
+
+int Filesystem::NoAtime(bool directory) {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  const std::chrono::steady_clock::duration checked(atime_checked_ns_.load());
+  if (atime_probe_ && now - checked >= std::chrono::seconds(1)) {
+    std::unique_lock lock(atime_mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      bool noatime = false, nodiratime = false;
+      const std::string options = atime_probe_();
+      for (size_t at = 0; at <= options.size();) {
+        const size_t comma = std::min(options.find(',', at), options.size());
+        const std::string_view option = std::string_view(options).substr(at, comma - at);
+        noatime = noatime || option == "noatime";
+        nodiratime = nodiratime || option == "nodiratime";
+        at = comma + 1;
+      }
+      noatime_.store(noatime);
+      nodiratime_.store(nodiratime);
+      atime_checked_ns_.store(now.count());
+    }
+  }
+  return noatime_.load() || (directory && nodiratime_.load()) ? O_NOATIME : 0;
 }
 
 void Filesystem::FlushAll() {

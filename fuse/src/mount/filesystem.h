@@ -239,6 +239,13 @@ class Filesystem {
   // Writes back every open file (on unmount and on signals).
   void FlushAll();
 
+  // The kernel never updates a FUSE inode's access time: the daemon's reads of the cipher
+  // objects do, through the backing filesystem. So under the mount's noatime (nodiratime for
+  // directories) cipher files and directories are opened with O_NOATIME. `probe` gives the
+  // mount's options as the mount table shows them ("rw,nosuid,noatime"); it is asked again at
+  // most once a second, so that a remount changing them takes effect.
+  void WatchAtimeOptions(std::function<std::string()> probe);
+
   // For idle unmount: every request marks the time; open files are counted.
   void Touch() {
     last_activity_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
@@ -266,8 +273,11 @@ class Filesystem {
   Result<Place> Resolve(Inode& dir, const std::string& name);  // REQUIRES tree_mu_
 
   std::string PathLocked(const Inode& inode) const;  // REQUIRES tree_mu_ (shared)
+  // O_NOATIME where the mount's options say so for a file or a `directory`, else 0.
+  int NoAtime(bool directory);
   // REQUIRES tree_mu_ (shared). `st`, if given, gets the opened object's attributes. A node
-  // whose names are all gone is opened through its removed_fd, if it has one.
+  // whose names are all gone is opened through its removed_fd, if it has one. O_NOATIME is
+  // dropped where the daemon may not use it (EPERM: not the owner, without CAP_FOWNER).
   Result<int> OpenInode(const Inode& inode, int flags, struct stat* st = nullptr) const;
   // Before the removal of `stored` in `dirfd`, which `st` describes: an O_PATH descriptor of it
   // if `node` is held by the kernel, has no other name known here and the object no other link,
@@ -356,6 +366,10 @@ class Filesystem {
       std::chrono::steady_clock::now().time_since_epoch().count()};
   std::atomic<int> open_files_{0};
   std::atomic<bool> acls_{false};
+  std::function<std::string()> atime_probe_;  // set before serving
+  std::mutex atime_mu_;                       // one thread probes at a time
+  std::atomic<std::chrono::steady_clock::rep> atime_checked_ns_{0};
+  std::atomic<bool> noatime_{false}, nodiratime_{false};
   std::string stored_access_acl_, stored_default_acl_;  // stored names of the ACL attributes
 };
 
