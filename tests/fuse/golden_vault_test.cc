@@ -31,8 +31,7 @@ std::string Lines(const std::string& name, int count) {
 }
 
 // `fsverity measure`'s digest of dir/sealed.txt when the vault was made.
-constexpr char kSealedDigest[] =
-    "fe44329e6804c406b3087926b82df3d24257edd47ad405ce5410fa95d72d9736";
+constexpr char kSealedDigest[] = "fe44329e6804c406b3087926b82df3d24257edd47ad405ce5410fa95d72d9736";
 
 std::string Hex(const uint8_t* p, size_t n) {
   std::string s;
@@ -50,9 +49,10 @@ class GoldenVaultTest : public ::testing::Test {
     SIGILFS_NEEDS_FUSE();
     fs::create_directories(vault());
     fs::create_directories(plain());
-    const std::string archive = std::string(SIGILFS_SOURCE_DIR) + "/tests/golden/golden-vault-v1.tar";
-    auto r = test::RunProcess({"/bin/tar", "--xattrs", "--xattrs-include=*", "--acls", "-C",
-                               vault(), "-xf", archive});
+    const std::string archive =
+        std::string(SIGILFS_SOURCE_DIR) + "/tests/golden/golden-vault-v1.tar";
+    auto r = test::RunProcess(
+        {"/bin/tar", "--xattrs", "--xattrs-include=*", "--acls", "-C", vault(), "-xf", archive});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::ofstream(pass()) << "golden passphrase\n";
   }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -86,8 +87,16 @@ class MountedVault {
       int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
       ::dup2(log, 1);
       ::dup2(log, 2);
-      std::vector<std::string> args = {SIGILFS_BINARY, "mount",      cipher(),  plain(),
-                                       "-f",           "--passfile", passfile()};
+      // SIGILFS_TEST_DAEMON runs the mount suites against another build's daemon (to show that
+      // a test fails on the code before a fix).
+      const char* daemon = std::getenv("SIGILFS_TEST_DAEMON");
+      std::vector<std::string> args = {daemon != nullptr ? daemon : SIGILFS_BINARY,
+                                       "mount",
+                                       cipher(),
+                                       plain(),
+                                       "-f",
+                                       "--passfile",
+                                       passfile()};
       args.insert(args.end(), extra_.begin(), extra_.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
