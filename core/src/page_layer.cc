@@ -686,6 +686,8 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
       const bool full = offset <= start && end >= start + kPageSize;
       if ((full && !layer_.options_.force_rmw) || start >= disk_size_ || pages_.count(index) != 0)
         continue;
+      // A large write or a punch is changing it: WriteBegin waits for that, then reads it.
+      if (bypass_ && index >= bypass_->first && index < bypass_->second) continue;
       need.emplace_back(index, PageCounter::kRmwReads);
     }
     if (disk_size_ > 0) {
@@ -815,12 +817,15 @@ Result<size_t> FileContents::Write(uint64_t offset, Source& source, size_t lengt
     done += n;
     if (n < head) return done;
   }
-  auto direct = WriteDirect(first_whole, static_cast<size_t>(end_whole - first_whole), source);
+  bool failed = false;
+  auto direct =
+      WriteDirect(first_whole, static_cast<size_t>(end_whole - first_whole), source, &failed);
   if (!direct.ok()) {
     if (done > 0) return done;
     return direct.status();
   }
   done += *direct;
+  if (failed) return done;  // the part before the failure, and nothing after it
   if (done < length) {
     // The rest (the tail, or whatever a short source had not delivered) through the cache.
     auto rest = WriteCached(offset + done, source, length - done);
@@ -834,6 +839,7 @@ Result<size_t> FileContents::Write(uint64_t offset, Source& source, size_t lengt
 }
 
 Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t length) {
+  SIGILFS_RETURN_IF_ERROR(LimitBacklog((offset % kPageSize + length + kPageSize - 1) / kPageSize));
   SIGILFS_RETURN_IF_ERROR(PreloadPartialPages(offset, length));
   size_t done = 0;
   bool writeback = false;
@@ -849,6 +855,12 @@ Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t
       const size_t in_page = pos % kPageSize;
       const size_t n = std::min({length - done, kPageSize - in_page, limit});
       limit = kPageSize;
+      if (WaitForBypassLocked(lock, index)) {
+        if (Status frozen = Frozen(); !frozen.ok()) {  // sealed meanwhile
+          if (done > 0) break;
+          return frozen;
+        }
+      }
       auto page = WriteBegin(index, in_page, n, pending);
       if (!page.ok()) {
         if (done > 0) break;
@@ -869,13 +881,46 @@ Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t
       if (copied == 0) break;  // the source has nothing more
       done += committed;
     }
-    // The pages a pending job is about to store do not count twice.
+    // The pages a pending job is about to store do not count twice. While write-backs fail,
+    // none is started here: LimitBacklog retries once the backlog reaches its bound.
     const size_t due = layer_.options_.writeback_pages * (job_pending_.load() ? 2 : 1);
-    writeback = dirty_.size() >= due;
+    writeback = dirty_.size() >= due && !writeback_failing_.load();
     EvictLocked();
   }
-  if (writeback) SIGILFS_RETURN_IF_ERROR(StartWriteBackJob());
+  if (writeback) {
+    // This write's bytes are in the cache: it succeeded, whatever the write-back it starts (or
+    // the job before) meets. A failure is kept for the next flush or fsync to report, unless a
+    // write-back stores everything first; the pages stay dirty and are retried.
+    if (Status s = StartWriteBackJob(); !s.ok()) {
+      std::lock_guard lock(job_mu_);
+      if (job_error_.ok()) job_error_ = std::move(s);
+    }
+  }
   return done;
+}
+
+bool FileContents::WaitForBypassLocked(std::unique_lock<std::shared_mutex>& lock, uint64_t index) {
+  bool waited = false;
+  while (bypass_ && index >= bypass_->first && index < bypass_->second) {
+    bypass_done_.wait(lock);
+    waited = true;
+  }
+  return waited;
+}
+
+// A full disk must not turn the cache into an unbounded queue of pages that cannot be stored:
+// once a write-back has failed, a write that would take the dirty backlog past two batches first
+// stores it (a retry, which succeeds once space is back) and fails, changing nothing, if that
+// fails too.
+Status FileContents::LimitBacklog(size_t adding) {
+  if (!writeback_failing_.load()) return Status::Ok();
+  {
+    std::shared_lock lock(mu_);
+    if (dirty_.size() + adding <= 2 * layer_.options_.writeback_pages) return Status::Ok();
+  }
+  (void)FinishWriteBackJob();  // its failure is superseded by the write-back below
+  std::lock_guard wb(writeback_mu_);
+  return WriteBackLocked();
 }
 
 // One job at a time per file: a writer that fills the next batch before the job is done helps
@@ -924,8 +969,15 @@ Status FileContents::FinishWriteBackJob() {
 
 // Writes `count` whole pages from `first` straight from the source: sealed from the caller's
 // buffer (or one bounce copy if the source is not contiguous memory) and written with the dirty
-// pages in one write-back. Only pages that fully arrived are written; no page is ever read.
-Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& source) {
+// pages in one write-back. Only pages that fully arrived are written; no page is read (but the
+// stored last page, when the run covers it and grows the file, for a failed write to put back).
+// While the run is in flight, partial writes into its pages wait (WaitForBypassLocked), and the
+// cache keeps the older copies of its pages: they are dropped for what the run stored, and stay
+// (dirty ones to be written back) for what it did not. So a write that fails stores a prefix of
+// its pages, returned as a short count, and changes nothing past it: not the size, not the data.
+Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& source,
+                                         bool* failed) {
+  *failed = false;
   const size_t want = count * kPageSize;
   ByteSpan plain = source.Peek(want);
   std::vector<uint8_t> bounce;
@@ -939,9 +991,13 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
     plain = ByteSpan(bounce).first(whole);
   }
   if (count == 0) return size_t{0};
+  const uint64_t end = first + count;
 
   (void)FinishWriteBackJob();  // help it rather than wait; its pages are written below if need be
   std::lock_guard wb(writeback_mu_);
+  DirectRun run{first, count, plain.first(count * kPageSize)};
+  PageBuffer old_last_copy;
+  uint64_t old_size = 0, grown_size = 0;
   {
     std::unique_lock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
@@ -952,43 +1008,74 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
                                    static_cast<int64_t>(PageGeometry::PageCount(disk_size_)) -
                                        static_cast<int64_t>(first)))));
     // Growing past the stored last page makes the write-back re-seal it as not-last: read it
-    // now, so a damaged one (a torn tail) fails the write before the size changes.
-    if (disk_size_ > 0 && (first + count) * kPageSize > disk_size_) {
+    // now, so a damaged one (a torn tail) fails the write before the size changes. If the run
+    // covers it, a copy is what a failed write-back seals back in its place.
+    if (disk_size_ > 0 && end * kPageSize > disk_size_) {
       const uint64_t old_last = PageGeometry::PageCount(disk_size_) - 1;
-      if (old_last < first) SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(old_last));
+      SIGILFS_RETURN_IF_ERROR(EnsureCachedLocked(old_last));
+      if (old_last >= first) {
+        old_last_copy = NewPageBuffer();
+        std::memcpy(old_last_copy.get(), pages_.at(old_last).data.get(), kPageSize);
+        run.old_last_plain = old_last_copy.get();
+      }
     }
-    // The run supersedes whatever the cache holds for these pages (dirty or not).
-    DropRangeLocked(first, first + count);
-    ++cache_epoch_;
-    size_ = std::max<uint64_t>(size_, (first + count) * kPageSize);
+    bypass_ = std::make_pair(first, end);
+    ++cache_epoch_;  // reads loading these pages from the disk meanwhile do not cache them
+    old_size = size_;
+    grown_size = size_ = std::max<uint64_t>(size_, end * kPageSize);
   }
-  const DirectRun run{first, count, plain.first(count * kPageSize)};
-  Status s = WriteBackLocked(&run);
+  const Status s = WriteBackLocked(&run);
+  size_t stored = count;
+  bool torn = false;
+  if (!s.ok()) {
+    // The units were written in file order and the growth undone, so what the run left is a
+    // prefix of its pages inside the old stored data: read it back (this path only).
+    std::shared_ptr<const Key> key;
+    uint64_t disk_size = 0;
+    {
+      std::shared_lock lock(mu_);
+      key = key_;
+      disk_size = disk_size_;
+    }
+    stored = 0;
+    while (stored < count && (first + stored + 1) * kPageSize <= disk_size) {
+      std::vector<PageBuffer> one;
+      if (!LoadPageBuffers(key.get(), first + stored, 1, disk_size, one).ok()) {
+        torn = true;  // the unit the failed write stopped in
+        break;
+      }
+      if (std::memcmp(one[0].get(), plain.data() + stored * kPageSize, kPageSize) != 0) break;
+      ++stored;
+    }
+    *failed = true;
+  }
   {
     std::unique_lock lock(mu_);
-    // A reader that took its snapshot after the first bump may have loaded a page before the
-    // run landed and cached it since: clean pages of the run are dropped (dirty ones are
-    // newer writes), and readers still loading must not cache what they got.
-    DropCleanRangeLocked(first, first + count);
+    bypass_.reset();
+    // The stored pages supersede the cache's copies (the dirty ones were left out of the
+    // write-back); writers into them waited, so none is newer than the run.
+    DropRangeLocked(first, first + stored);
     ++cache_epoch_;
-    if (s.ok() && (first + count) * kPageSize == size_) {
+    if (s.ok() && end * kPageSize == size_) {
       // Keep the file's last page: the next append re-seals it as not-last without a read.
       auto buf = NewPageBuffer();
       std::memcpy(buf.get(), plain.data() + (count - 1) * kPageSize, kPageSize);
-      InsertPageLocked(first + count - 1, std::move(buf), false);
+      InsertPageLocked(end - 1, std::move(buf), false);
     } else if (!s.ok()) {
-      // Nothing of the run is known to be stored: keep it as dirty pages so a later flush
-      // retries it and reads see it.
-      for (size_t i = 0; i < count; ++i) {
-        auto buf = NewPageBuffer();
-        std::memcpy(buf.get(), plain.data() + i * kPageSize, kPageSize);
-        InsertPageLocked(first + i, std::move(buf), true);
-      }
+      // Past the stored prefix nothing changed: the size is the old one (unless a write since
+      // grew the file further), and a cached copy of a unit the failure tore is written back.
+      if (size_ == grown_size) size_ = old_size;
+      if (auto it = pages_.find(first + stored); torn && it != pages_.end())
+        MarkDirtyLocked(it->first, it->second);
     }
   }
-  if (contiguous) source.Consume(count * kPageSize);
-  if (!s.ok()) return s;
-  return count * kPageSize;
+  bypass_done_.notify_all();
+  if (contiguous)
+    source.Consume(stored * kPageSize);
+  else
+    source.Unread((count - stored) * kPageSize);
+  if (!s.ok() && stored == 0) return s;
+  return stored * kPageSize;
 }
 
 Status FileContents::Truncate(uint64_t new_size) { return Resize(new_size, false); }
@@ -1090,12 +1177,20 @@ Status FileContents::Sync(bool data_only) {
   return backing_->Sync(data_only);
 }
 
+// A write-back that fails leaves its pages dirty, and bounds the backlog until one succeeds.
+// REQUIRES writeback_mu_.
+Status FileContents::WriteBackLocked(DirectRun* direct) {
+  Status s = StoreDirtyLocked(direct);
+  writeback_failing_.store(!s.ok());
+  return s;
+}
+
 // Snapshot the dirty pages under mu_, then seal them (in parallel, together with a direct run if
 // given) and write each contiguous run with one call, without mu_. A page changed while its
 // snapshot was being written stays dirty (its version moved on). When the file grew, its old
 // last page is re-sealed as not-last.
 // REQUIRES writeback_mu_ (so no truncate or other write-back changes the cipher file meanwhile).
-Status FileContents::WriteBackLocked(const DirectRun* direct) {
+Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   struct Item {
     uint64_t index;
     size_t len;
@@ -1139,6 +1234,7 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     // Page nodes stay put while this holds writeback_mu_: only truncates, large writes and
     // seals drop dirty pages, and they all take it first.
     for (const auto& [index, p] : dirty_) {
+      if (in_direct(index)) continue;  // older than the run, which supersedes it
       const size_t len =
           static_cast<size_t>(std::min<uint64_t>(kPageSize, new_size - index * kPageSize));
       p->in_flight = true;
@@ -1316,8 +1412,10 @@ Status FileContents::WriteBackLocked(const DirectRun* direct) {
     if (new_size > old_disk_size && reached) {
       const auto old_last = std::find_if(
           items.begin(), items.end(), [&](const Item& it) { return it.index == old_last_index; });
-      UndoGrowth(old_disk_size, write_header, *key,
-                 old_last == items.end() ? nullptr : old_last->plain);
+      const uint8_t* old_plain = old_last == items.end()     ? nullptr
+                                 : old_last->page == nullptr ? direct->old_last_plain
+                                                             : old_last->plain;
+      UndoGrowth(old_disk_size, write_header, *key, old_plain);
     }
     return s;
   }

@@ -100,6 +100,9 @@ Status FileContents::PunchPages(uint64_t first, uint64_t end) {
     if (first >= end) return Status::Ok();
     DropRangeLocked(first, end);
     ++cache_epoch_;  // a read that loaded these pages before the punch must not cache them
+    // A partial write into them waits for the punch: reading a page the punch is about to
+    // clear and writing it back afterwards would bring the old bytes back.
+    bypass_ = std::make_pair(first, end);
   }
   Status s = backing_->Allocate(g.UnitOffset(first), (end - first) * g.unit_size(), true)
                  .WithContext(label_);
@@ -109,6 +112,9 @@ Status FileContents::PunchPages(uint64_t first, uint64_t end) {
   // cache what they got.
   DropCleanRangeLocked(first, end);
   ++cache_epoch_;
+  bypass_.reset();
+  lock.unlock();
+  bypass_done_.notify_all();
   return s;
 }
 

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -277,6 +280,94 @@ TEST_F(MountEnospcTest, OverwritesInPlaceWorkOnAFullDisk) {
   std::copy(patch.begin(), patch.end(), model.begin() + 4096 + 7);
   ExpectContents("data", model);
   ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
+  ExpectFsckClean();
+}
+
+// A write that fails changes nothing: a 1 MiB write into a full disk fails with ENOSPC and
+// leaves the file's size and bytes as they were; one that starts inside the file stores the
+// pages it overwrote in place (no new space needed), returns their length, and changes nothing
+// past them. (A 1 MiB write that failed used to leave the size grown and its data readable.)
+TEST_F(MountEnospcTest, ALargeWriteIntoAFullDiskChangesNothingPastWhatItReturns) {
+  auto model = test::Pattern(40 * 4096 + 5, 5);
+  Store("data", model);
+  ASSERT_GT(FillUp("filler", 64 * 1024, true), 0u);
+  const auto big = test::Pattern(kMiB, 6);
+  const int fd = ::open(path("data").c_str(), O_WRONLY);
+  ASSERT_TRUE(test::Ok(fd));
+  for (const off_t at : {static_cast<off_t>(model.size()), off_t{8 * 4096}}) {
+    SCOPED_TRACE("a write at " + std::to_string(at));
+    const ssize_t n = ::pwrite(fd, big.data(), big.size(), at);
+    const int e = n < 0 ? errno : 0;
+    if (n < 0) {
+      EXPECT_EQ(e, ENOSPC) << test::ErrnoName(e);
+    } else {
+      // A short count: what it took (the cached head before the first whole page, the pages
+      // overwritten in place), and nothing after.
+      EXPECT_LT(n, static_cast<ssize_t>(big.size())) << "a full disk took a 1 MiB write";
+      model.resize(std::max<size_t>(model.size(), at + n));
+      std::copy_n(big.begin(), n, model.begin() + at);
+    }
+    struct stat st;
+    ASSERT_TRUE(test::Ok(::fstat(fd, &st)));
+    EXPECT_EQ(static_cast<size_t>(st.st_size), model.size())
+        << "the write changed the size past what it returned (" << n << ")";
+    ExpectContents("data", model);
+  }
+  ::close(fd);
+  ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
+  ExpectContents("data", model);
+  ExpectFsckClean();
+}
+
+// The daemon's peak resident memory in KiB (VmHWM), or 0 if it cannot be read.
+size_t PeakKib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoul(line.substr(6));
+  return 0;
+}
+
+// Writes that go on into a full disk must not pile up in the daemon: once a write-back has
+// failed, the dirty pages of a file are bounded (two batches, 4 MiB), and writes past the bound
+// fail with ENOSPC and change nothing. So the daemon's memory stays within its budget: the
+// cache's 64 MiB and those two batches (docs/design.md, "A full backing store"). 10 s of 4 KiB
+// appends (30 s under SIGILFS_LONG); before the bound, every write succeeded into the cache.
+TEST_F(MountEnospcTest, WritesIntoAFullDiskStayWithinTheMemoryBudget) {
+  ASSERT_GT(FillUp("filler", 64 * 1024, true), 0u);
+  const size_t before = PeakKib(vault_->pid());
+  ASSERT_GT(before, 0u);
+  const auto seconds = std::chrono::seconds(std::getenv("SIGILFS_LONG") != nullptr ? 30 : 10);
+  const int fd = ::open(path("pile").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  ASSERT_TRUE(test::Ok(fd));
+  const auto page = test::Pattern(4096, 9);
+  size_t ok = 0, failed = 0;
+  int other = 0;
+  const auto end = std::chrono::steady_clock::now() + seconds;
+  for (uint64_t at = 0; std::chrono::steady_clock::now() < end; at += 4096) {
+    const ssize_t n = ::pwrite(fd, page.data(), page.size(), static_cast<off_t>(at));
+    if (n == static_cast<ssize_t>(page.size()))
+      ++ok;
+    else if (n < 0 && errno == ENOSPC)
+      ++failed;
+    else if (other == 0)
+      other = n < 0 ? errno : -1;
+  }
+  struct stat st;
+  ASSERT_TRUE(test::Ok(::fstat(fd, &st)));
+  ::close(fd);  // its flush fails: the disk is still full
+  const size_t peak = PeakKib(vault_->pid());
+  EXPECT_EQ(other, 0) << "a write failed with " << test::ErrnoName(other);
+  EXPECT_GT(failed, 0u) << ok << " writes into a full disk, none refused";
+  EXPECT_LE(static_cast<uint64_t>(st.st_size), ok * 4096) << "a failed write grew the file";
+  EXPECT_LE(ok * 4096, 2 * 2 * kMiB + 2 * kMiB) << "more accepted than the bound (two batches)";
+  EXPECT_LE(peak, before + (64 + 4 + 16) * 1024)
+      << "the daemon grew from " << before / 1024 << " to " << peak / 1024 << " MiB after " << ok
+      << " writes accepted and " << failed << " refused";
+  std::printf("full disk: %zu writes accepted, %zu refused; daemon peak %zu -> %zu MiB\n", ok,
+              failed, before / 1024, peak / 1024);
+  ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
+  ASSERT_TRUE(test::Ok(::unlink(path("pile").c_str())));
   ExpectFsckClean();
 }
 

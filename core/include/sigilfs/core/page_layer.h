@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -264,6 +265,9 @@ class FileContents {
     uint64_t first;
     size_t count;
     ByteSpan plain;  // count * kPageSize bytes
+    // The stored last page's plaintext when the run covers it and grows the file: what a
+    // failed write-back seals back in its place.
+    const uint8_t* old_last_plain = nullptr;
   };
 
   Result<std::shared_ptr<const Key>> MakeKey(const FileNonce& nonce) const;
@@ -275,7 +279,15 @@ class FileContents {
                          std::vector<PageBuffer>& out);
   Status EnsureCachedLocked(uint64_t index);
   Result<size_t> WriteCached(uint64_t offset, Source& source, size_t length);
-  Result<size_t> WriteDirect(uint64_t first, size_t count, Source& source);
+  // A failure after part of the run was stored returns that part's length with `*failed` set.
+  Result<size_t> WriteDirect(uint64_t first, size_t count, Source& source, bool* failed);
+  // REQUIRES mu_ (exclusive, in `lock`): waits while page `index` is being changed past the
+  // cache (a large write or a punch in flight), so a partial write comes after it, never
+  // between its read of the old page and the new one landing. Returns whether it waited.
+  bool WaitForBypassLocked(std::unique_lock<std::shared_mutex>& lock, uint64_t index);
+  // With write-backs failing, stores the dirty backlog before a write that would pass its bound
+  // adds to it, and fails (the write then changes nothing) if that fails too.
+  Status LimitBacklog(size_t adding);
   Result<Page*> WriteBegin(uint64_t index, size_t in_page, size_t len, Page& pending);
   size_t WriteEnd(Page* page, Page& pending, uint64_t index, size_t in_page, size_t len,
                   size_t copied);
@@ -295,7 +307,8 @@ class FileContents {
   // The first run of hole pages at or after `from`, before the last page: [first, end).
   Result<std::optional<std::pair<uint64_t, uint64_t>>> NextHoleRun(uint64_t from);  // REQUIRES mu_
   void EvictLocked();
-  Status WriteBackLocked(const DirectRun* direct = nullptr);  // REQUIRES writeback_mu_
+  Status WriteBackLocked(DirectRun* direct = nullptr);  // REQUIRES writeback_mu_
+  Status StoreDirtyLocked(DirectRun* direct);           // REQUIRES writeback_mu_
   // The write-back a write triggers runs as a job on a crypto worker while the writer goes on
   // (docs/design.md, "Write-back"). Starting one first finishes the one before and returns its
   // failure, as a write-back the write ran itself would have.
@@ -315,7 +328,10 @@ class FileContents {
   // A write-back job is posted and not finished. Set and cleared under job_mu_; read without
   // it to decide whether to wait.
   std::atomic<bool> job_pending_{false};
-  Status job_error_;                // GUARDED_BY(job_mu_) the last job's failure, not yet reported
+  Status job_error_;  // GUARDED_BY(job_mu_) the last job's failure, not yet reported
+  // The last write-back failed and none has stored everything since: the dirty backlog is
+  // bounded (LimitBacklog).
+  std::atomic<bool> writeback_failing_{false};
   std::vector<uint8_t> wb_cipher_;  // GUARDED_BY(writeback_mu_) their sealed units
   mutable std::shared_mutex mu_;
   uint64_t size_ = 0;               // GUARDED_BY(mu_) plaintext size as seen by users
@@ -339,6 +355,10 @@ class FileContents {
   std::pmr::map<uint64_t, Page*> dirty_{&nodes_};  // GUARDED_BY(mu_) into pages_
   std::vector<PageBuffer> retired_;  // GUARDED_BY(mu_) replaced while in flight, freed after
   uint64_t generation_ = 0;          // GUARDED_BY(mu_) bumped by truncate
+  // GUARDED_BY(mu_) pages [first, end) a large write or a punch is changing past the cache;
+  // partial writes into them wait on bypass_done_ (WaitForBypassLocked).
+  std::optional<std::pair<uint64_t, uint64_t>> bypass_;
+  std::condition_variable_any bypass_done_;
   // GUARDED_BY(mu_) bumped whenever the cache stops being the newest copy of a page it lacks
   // (clean pages evicted, pages written past the cache): a page loaded before a change of
   // epoch may be stale and is not cached.
