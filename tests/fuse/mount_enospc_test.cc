@@ -361,9 +361,14 @@ TEST_F(MountEnospcTest, WritesIntoAFullDiskStayWithinTheMemoryBudget) {
   EXPECT_GT(failed, 0u) << ok << " writes into a full disk, none refused";
   EXPECT_LE(static_cast<uint64_t>(st.st_size), ok * 4096) << "a failed write grew the file";
   EXPECT_LE(ok * 4096, 2 * 2 * kMiB + 2 * kMiB) << "more accepted than the bound (two batches)";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' shadow memory and quarantine are most of the footprint there.
+  std::printf("memory bound not checked under a sanitizer\n");
+#else
   EXPECT_LE(peak, before + (64 + 4 + 16) * 1024)
       << "the daemon grew from " << before / 1024 << " to " << peak / 1024 << " MiB after " << ok
       << " writes accepted and " << failed << " refused";
+#endif
   std::printf("full disk: %zu writes accepted, %zu refused; daemon peak %zu -> %zu MiB\n", ok,
               failed, before / 1024, peak / 1024);
   ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
