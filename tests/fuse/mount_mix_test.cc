@@ -111,6 +111,14 @@ struct Beat {
   std::atomic<uint64_t> offset{0}, length{0}, size{0};  // the call's arguments; the file's size
   std::atomic<int64_t> since_ns{0};                     // when it began
   std::atomic<bool> running{false};                     // whether the watchdog looks at it
+
+  void Start(int what, uint64_t at, uint64_t bytes, uint64_t file_size) {
+    size.store(file_size);
+    kind.store(what);
+    offset.store(at);
+    length.store(bytes);
+    since_ns.store(NowNs());
+  }
 };
 
 // Shared (MAP_SHARED anonymous) between the parent and the forked child, so the parent sees the
@@ -284,13 +292,8 @@ class Reader {
     return f();
   }
   void Begin(Kind kind, uint64_t offset, uint64_t length) {
-    Beat& b = shared_->reader;
-    b.size.store(size_);
-    b.kind.store(kind);
-    b.offset.store(offset);
-    b.length.store(length);
-    b.since_ns.store(NowNs());
-    b.number.fetch_add(1);
+    shared_->reader.Start(kind, offset, length, size_);
+    shared_->reader.number.fetch_add(1);
   }
   [[noreturn]] void Fail(const char* call, int e) {
     FailChild(shared_, std::string("reader: ") + call + " failed with " + test::ErrnoName(e) +
@@ -531,13 +534,8 @@ class Mix {
 
   // --- Reporting. ---
   void Begin(Kind kind, uint64_t offset, uint64_t length) {
-    Beat& b = shared_->mix;
-    b.number.store(op_);
-    b.kind.store(kind);
-    b.offset.store(offset);
-    b.length.store(length);
-    b.size.store(size_);
-    b.since_ns.store(NowNs());
+    shared_->mix.number.store(op_);
+    shared_->mix.Start(kind, offset, length, size_);
   }
   // The operations done, for the report of a failure: the last few, and the last ones that
   // touched the byte found wrong.
