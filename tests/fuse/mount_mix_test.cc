@@ -699,7 +699,7 @@ std::string Tail(const std::string& s, size_t n) {
 // 30,000 operations by default (10,000 under a sanitizer), 1,000,000 under SIGILFS_LONG=1;
 // SIGILFS_SEED replays a run's operations (not the timing of the reader against them).
 TEST(MountMixTest, MappedAndOrdinaryIoFallocateAndTruncatesMatchAModel) {
-  if (!test::FuseAvailable()) GTEST_SKIP() << "no FUSE here";
+  SIGILFS_NEEDS_FUSE();
   const char* env_seed = std::getenv("SIGILFS_SEED");
   const uint32_t seed = env_seed ? static_cast<uint32_t>(std::strtoul(env_seed, nullptr, 10))
                                  : static_cast<uint32_t>(std::random_device{}());
