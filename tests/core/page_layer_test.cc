@@ -502,6 +502,54 @@ TEST_P(TamperTest, ZeroedLastPageIsCorruptNotAHole) {
   EXPECT_EQ(ReadPage(3), Code::kCorrupt);
 }
 
+// The documented exception: an all-zero unit is how a hole is stored, so zeroing a page other
+// than the last is not caught outside strict mode (and sealed files); it reads as zeros.
+TEST_P(TamperTest, ZeroedPageOtherThanTheLastReadsAsAHole) {
+  auto bad = backend_.Raw("a");
+  std::fill(bad.begin() + static_cast<long>(PageOffset(1)),
+            bad.begin() + static_cast<long>(PageOffset(2)), 0);
+  backend_.SetRaw("a", bad);
+  auto f = Open("a");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->size(), 4u * 4096);
+  auto want = Pattern(4 * 4096, 'a');
+  std::fill(want.begin() + 4096, want.begin() + 2 * 4096, 0);
+  EXPECT_EQ(ReadAll(*f), want);
+  EXPECT_EQ(Counter(*f, PageCounter::kHolesRead), 1u);
+}
+
+// A page's earlier ciphertext has the same key, index and flags as its current one: put back,
+// it opens, and reads as the older page, with no error (only sealed files catch this).
+TEST_P(TamperTest, APageRolledBackToAnOlderCiphertextOfItselfReadsAsTheOlderPage) {
+  const auto older = backend_.Raw("a");
+  const auto newer_page = Pattern(4096, 'n');
+  {
+    auto f = Open("a");
+    WriteAll(*f, 4096, newer_page);
+  }
+  auto raw = backend_.Raw("a");
+  ASSERT_EQ(raw.size(), older.size());
+  // The write changed unit 1 alone (the header, and with it the file key, stayed).
+  ASSERT_FALSE(std::equal(raw.begin() + static_cast<long>(PageOffset(1)),
+                          raw.begin() + static_cast<long>(PageOffset(2)),
+                          older.begin() + static_cast<long>(PageOffset(1))));
+  ASSERT_TRUE(
+      std::equal(raw.begin(), raw.begin() + static_cast<long>(PageOffset(1)), older.begin()));
+  {
+    auto f = Open("a");
+    std::vector<uint8_t> buf(4096);
+    ASSERT_TRUE(f->Read(4096, buf).ok());
+    ASSERT_EQ(buf, newer_page);
+  }
+  std::copy(older.begin() + static_cast<long>(PageOffset(1)),
+            older.begin() + static_cast<long>(PageOffset(2)),
+            raw.begin() + static_cast<long>(PageOffset(1)));
+  backend_.SetRaw("a", raw);
+  for (uint64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(ReadPage(i), Code::kOk) << "page " << i;  // page 1: the older plaintext
+  }
+}
+
 // --- Faults of the backing store. ---
 
 TEST_P(PageLayerTest, NoSpaceReachesTheWriterAndKeepsEarlierData) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "sigilfs/core/config.h"
 #include "sigilfs/crypt/encoding.h"
 #include "sigilfs/crypt/sha256.h"
 #include "test_support/temp_dir.h"
@@ -118,6 +119,40 @@ TEST(VaultTest, DowngradedParameterWithRecomputedChecksumIsRefused) {
   downgraded.kdf.opslimit = 1;
   std::ofstream(dir / kConfigFileName, std::ios::trunc) << SerializeConfig(downgraded);
   EXPECT_EQ(Vault::Unlock(dir, AsBytes("pw")).status().code(), Code::kWrongPassphrase);
+}
+
+// The wrapped key edited and the checksum recomputed to match passes every check of the config
+// itself; the key wrap then fails its tag, which is all a wrong passphrase looks like, and
+// nothing is written.
+TEST(VaultTest, AnEditedWrappedKeyWithARecomputedChecksumIsAWrongPassphrase) {
+  test::TempDir tmp;
+  const fs::path dir = tmp.path() / "vault";
+  const fs::path file = dir / kConfigFileName;
+  ASSERT_TRUE(Vault::Create(dir, AsBytes("pw"), Cheap()).ok());
+  const std::string original = Slurp(file);
+  auto config = Vault::LoadConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->wrapped_key.size(), 48u);
+  // The first and last bytes of the encrypted key, and of the tag after it.
+  for (size_t at : {size_t{0}, size_t{31}, size_t{32}, size_t{47}}) {
+    SCOPED_TRACE(at);
+    VaultConfig edited = *config;
+    edited.wrapped_key[at] ^= 0x01;
+    const std::string text = SerializeConfig(edited);
+    ASSERT_TRUE(ParseConfig(text).ok()) << "the checksum matches the edit";
+    std::ofstream(file, std::ios::trunc) << text;
+    auto v = Vault::Unlock(dir, AsBytes("pw"));
+    ASSERT_FALSE(v.ok());
+    EXPECT_EQ(v.status().code(), Code::kWrongPassphrase);
+    EXPECT_EQ(v.status().message(), "wrong passphrase");
+    EXPECT_EQ(Vault::ChangePassphrase(dir, AsBytes("pw"), AsBytes("new")).code(),
+              Code::kWrongPassphrase);
+    EXPECT_EQ(Slurp(file), text) << "the config was written";
+    EXPECT_FALSE(fs::exists(dir / ".sigilfs.conf.tmp"));
+  }
+  // Put back, the config opens with the same passphrase: the refusals were the edits' doing.
+  std::ofstream(file, std::ios::trunc) << original;
+  EXPECT_TRUE(Vault::Unlock(dir, AsBytes("pw")).ok());
 }
 
 }  // namespace

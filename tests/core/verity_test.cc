@@ -586,6 +586,29 @@ TEST_P(VerityTest, ASealedFileStrippedOfItsSealFailsTheOpen) {
   }
 }
 
+// A sealed file cannot change, so its next version is a new file under the same name. Put back
+// whole, the older version is a sealed file in its own right (not caught): it opens and reads,
+// and its digest, the older one, is what tells the two apart.
+TEST_P(VerityTest, AnOlderSealedVersionOfAWholeFileOpensWithTheOlderDigest) {
+  const auto v1 = Pattern(3 * 4096 + 10, 36);
+  const verity::Digest digest_v1 = MakeSealed("a", v1);
+  const auto raw_v1 = backend_.Raw("a");
+  backend_.SetRaw("a", {});
+  auto v2 = v1;
+  const auto page1 = Pattern(4096, 37);
+  std::copy(page1.begin(), page1.end(), v2.begin() + 4096);
+  const verity::Digest digest_v2 = MakeSealed("a", v2);
+  ASSERT_NE(digest_v2, digest_v1);
+  backend_.SetRaw("a", raw_v1);
+  auto f = Open("a");
+  ASSERT_TRUE(f && f->sealed());
+  EXPECT_TRUE(*ReadRange(*f, 0, v1.size() + 10) == v1);
+  auto descriptor = f->VerityDescriptor();
+  ASSERT_TRUE(descriptor.ok()) << descriptor.status().ToString();
+  EXPECT_EQ(verity::FileDigest(*descriptor), digest_v1);
+  EXPECT_TRUE(f->VerifyAll().ok());
+}
+
 // Files sealed before binding (the last page as in any file) whose flags were cleared open
 // sealed too: a record that authenticates finishes the seal rather than undoing it.
 TEST_P(VerityTest, FilesSealedBeforeBindingWhoseFlagsWereClearedStaySealed) {

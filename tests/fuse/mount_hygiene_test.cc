@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -344,6 +345,80 @@ TEST_F(MountHygieneTest, ADirectoryWhoseIvFileWasLostReadsThroughItsAttributeAnd
     }
   EXPECT_NE(vault_->log().find("file restored"), std::string::npos) << vault_->log();
   vault_->Mount();
+}
+
+// Each long name's side file put in the other's place: a side file must hash to its entry's
+// stored name, so neither entry is listed (a log line names each). A lookup derives the stored
+// name from the plaintext name and reads no side file: each name still opens its own file.
+TEST_F(MountHygieneTest, SwappedLongNameSideFilesHideBothEntries) {
+  SIGILFS_NEEDS_FUSE();
+  const std::string first = Repeat("f", 200), second = Repeat("s", 200);
+  ASSERT_TRUE(WriteFile(P(first), "first"));
+  ASSERT_TRUE(WriteFile(P(second), "second"));
+  ASSERT_TRUE(WriteFile(P("short"), "short"));
+  vault_->Unmount();
+
+  std::vector<fs::path> sides;
+  for (const fs::directory_entry& e : fs::directory_iterator(vault_->cipher())) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("sigilfs.long.") && name.ends_with(".name")) sides.push_back(e.path());
+  }
+  ASSERT_EQ(sides.size(), 2u);
+  ASSERT_NE(test::ReadAll(sides[0]), test::ReadAll(sides[1]));
+  ASSERT_TRUE(
+      Ok(::renameat2(AT_FDCWD, sides[0].c_str(), AT_FDCWD, sides[1].c_str(), RENAME_EXCHANGE)));
+  vault_->Mount();
+
+  std::vector<std::string> names;
+  ASSERT_TRUE(ListDir(vault_->plain(), &names));
+  EXPECT_THAT(names, UnorderedElementsAre(".", "..", "short"));
+  for (const fs::path& side : sides) {
+    const std::string stored = side.stem().string();  // without ".name"
+    EXPECT_NE(vault_->log().find("skipping damaged entry " + stored), std::string::npos)
+        << vault_->log();
+  }
+  EXPECT_TRUE(HasContent(P(first), "first"));
+  EXPECT_TRUE(HasContent(P(second), "second"));
+}
+
+// Two cipher files of one directory, each renamed to the other's stored name: names are bound
+// to their directory, not to the contents, and each file's pages authenticate under its own
+// header, so the files trade places whole (not caught). A sealed file's digest goes with it.
+TEST_F(MountHygieneTest, SwappedCipherFilesTradePlacesWhole) {
+  SIGILFS_NEEDS_FUSE();
+  const std::string one = Repeat("one ", 3000);  // 3 pages: sizes tell the cipher files apart
+  const std::string two = "two";
+  ASSERT_TRUE(WriteFile(P("one"), one));
+  ASSERT_TRUE(WriteFile(P("two"), two));
+  vault_->Unmount();
+  auto verity = [&](const std::string& verb, const std::string& name) {
+    return test::RunProcess(
+        {SIGILFS_BINARY, "verity", verb, vault_->cipher(), name, "--passfile", vault_->passfile()});
+  };
+  const test::ProcessResult sealed = verity("enable", "one");
+  ASSERT_EQ(sealed.exit_code, 0) << sealed.err;
+  const std::string digest = sealed.out.substr(0, sealed.out.find(' '));
+  ASSERT_TRUE(digest.starts_with("sha256:")) << sealed.out;
+
+  const std::vector<fs::path> encrypted = EncryptedFilesIn(vault_->cipher());
+  ASSERT_EQ(encrypted.size(), 2u);
+  ASSERT_NE(fs::file_size(encrypted[0]), fs::file_size(encrypted[1]));
+  ASSERT_TRUE(Ok(::renameat2(AT_FDCWD, encrypted[0].c_str(), AT_FDCWD, encrypted[1].c_str(),
+                             RENAME_EXCHANGE)));
+
+  const test::ProcessResult moved = verity("measure", "two");
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(moved.out.substr(0, moved.out.find(' ')), digest);
+  const test::ProcessResult unsealed = verity("measure", "one");
+  EXPECT_EQ(unsealed.exit_code, 1);
+  EXPECT_NE(unsealed.err.find("not sealed"), std::string::npos) << unsealed.err;
+
+  vault_->Mount();
+  std::vector<std::string> names;
+  ASSERT_TRUE(ListDir(vault_->plain(), &names));
+  EXPECT_THAT(names, UnorderedElementsAre(".", "..", "one", "two"));
+  EXPECT_TRUE(HasContent(P("one"), two));
+  EXPECT_TRUE(HasContent(P("two"), one));
 }
 
 }  // namespace

@@ -268,9 +268,11 @@ class MountTamperTest : public ::testing::Test {
     return out;
   }
 
-  // Flips bit `at` % 8 of the byte at `at`. So the sealed flag (bit 0 of header byte 10) is not
-  // among the changes: clearing it is read as an interrupted seal when the record authenticates,
-  // and the file is cut back to its data (docs/threat-model.md), which changes the directory.
+  // Flips bit `at` % 8 of the byte at `at`: one bit, a different one from byte to byte (in the
+  // sealed file's flags, header byte 10, the bound flag). Cleared flags would not change the
+  // cipher directory either: the record authenticates and binds the last page, so the file
+  // stays sealed and its open writes nothing (docs/design.md, "Binding the seal";
+  // VerityTest.ASealedFileWhoseFlagsWereClearedStaysSealed).
   static void FlipByte(const std::string& path, size_t at) {
     const int fd = ::open(path.c_str(), O_RDWR);
     ASSERT_GE(fd, 0) << path;

@@ -162,6 +162,43 @@ TEST(MountXattrTest, ADamagedOrMovedValueIsRefused) {
   EXPECT_EQ(List(f).size(), 1u);
 }
 
+// A stored value copied to the same attribute of another file: a value is sealed to its
+// attribute's name, not to its file (docs/threat-model.md says why), so the other file then
+// reads it (not caught).
+TEST(MountXattrTest, AValueCopiedToTheSameAttributeOfAnotherFileReadsThere) {
+  SIGILFS_NEEDS_FUSE();
+  test::MountedVault vault;
+  const std::string a = vault.path("a"), b = vault.path("b");
+  std::ofstream(a) << "a";
+  std::ofstream(b) << "bb";  // one byte longer: tells the cipher files apart
+  ASSERT_EQ(Set(a, "user.k", "value of a"), 0);
+  ASSERT_EQ(Set(b, "user.k", "value of b"), 0);
+  vault.Unmount();
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(vault.cipher()))
+    if (e.path().filename().string().find('.') == std::string::npos) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 2u);
+  if (fs::file_size(files[0]) > fs::file_size(files[1])) std::swap(files[0], files[1]);
+  const std::string cipher_a = files[0].string(), cipher_b = files[1].string();
+  // The same attribute name is stored under the same name on every file.
+  std::string stored(4096, '\0');
+  stored.resize(static_cast<size_t>(::listxattr(cipher_a.c_str(), stored.data(), stored.size())));
+  ASSERT_EQ(stored.find('\0'), stored.size() - 1) << "one stored attribute";
+  stored.pop_back();
+  std::string v(4096, '\0');
+  v.resize(static_cast<size_t>(::getxattr(cipher_a.c_str(), stored.c_str(), v.data(), v.size())));
+  std::string old(4096, '\0');
+  ASSERT_GT(::getxattr(cipher_b.c_str(), stored.c_str(), old.data(), old.size()), 0)
+      << "b keeps the attribute under the same stored name";
+  ASSERT_EQ(::setxattr(cipher_b.c_str(), stored.c_str(), v.data(), v.size(), 0), 0);
+  vault.Mount();
+  int error = -1;
+  EXPECT_EQ(Get(b, "user.k", &error), "value of a");
+  EXPECT_EQ(error, 0);
+  EXPECT_EQ(List(b), std::vector<std::string>{"user.k"});
+  EXPECT_EQ(Get(a, "user.k"), "value of a");
+}
+
 TEST(MountXattrTest, NoxattrTurnsThemOff) {
   SIGILFS_NEEDS_FUSE();
   test::MountedVault vault({"-o", "noxattr"});
