@@ -32,6 +32,38 @@ Status Errno(const char* what) { return Status::FromErrno(errno, what); }
 
 std::string ProcPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
+// openat(dirfd, path, flags) for a relative path of any length. The kernel refuses a path of
+// PATH_MAX bytes or more (ENAMETOOLONG), and cipher paths grow faster than plain ones (a third
+// for base64, and 16 bytes of SIV per name), so a plain path of about 2,900 bytes exceeds it.
+// Such a path is opened in steps: the longest prefix that fits, ending at a `/`, as an O_PATH
+// directory, then the rest from there, each step's descriptor closed by the next (nothing is
+// held once it returns). Intermediate components are not followed when they are symlinks,
+// which no cipher directory on the path of a node is.
+int OpenAtAnyLength(int dirfd, const std::string& path, int flags) {
+  if (path.size() < PATH_MAX) return ::openat(dirfd, path.c_str(), flags);
+  Fd step;
+  int at = dirfd;
+  std::string_view rest = path;
+  while (rest.size() >= PATH_MAX) {
+    const size_t slash = rest.rfind('/', PATH_MAX - 1);
+    if (slash == std::string_view::npos || slash == 0) {  // one component past PATH_MAX
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    const std::string prefix(rest.substr(0, slash));
+    const int next = ::openat(at, prefix.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) return -1;
+    step = Fd(next);
+    at = next;
+    rest.remove_prefix(slash + 1);
+  }
+  const int fd = ::openat(at, std::string(rest).c_str(), flags);
+  const int err = errno;
+  step = Fd();
+  errno = err;
+  return fd;
+}
+
 // SIGILFS_DEBUG_OPS=1 logs every change the daemon makes to the cipher tree (names are the
 // stored, encrypted ones: no plaintext): for investigating divergences.
 bool DebugOps() {
@@ -263,10 +295,9 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
       first = node.names.front().stored;
     }
     const std::string path = PathLocked(inode);
-    int fd = ::openat(volume_->root_fd(), path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
+    int fd = OpenAtAnyLength(volume_->root_fd(), path, flags | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno == EPERM && (flags & O_NOATIME) != 0)
-      fd =
-          ::openat(volume_->root_fd(), path.c_str(), (flags & ~O_NOATIME) | O_CLOEXEC | O_NOFOLLOW);
+      fd = OpenAtAnyLength(volume_->root_fd(), path, (flags & ~O_NOATIME) | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP) return Errno("open");
     struct stat st;
     if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_dev == inode.key_dev &&
