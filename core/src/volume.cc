@@ -10,13 +10,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <optional>
 
 #include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/encoding.h"
 #include "sigilfs/crypt/random.h"
+#include "sigilfs/crypt/sha256.h"
 
 namespace sigilfs::core {
 namespace {
@@ -295,14 +298,68 @@ Status Volume::ListSorted(
   return s;
 }
 
+namespace {
+constexpr std::string_view kTargetFilePrefix = "sigilfs.target.";
+constexpr size_t kTargetHashChars = 43;  // base64url-unpadded SHA-256
+// The side file a stored target names, or empty: an inline target is base64url, which has no
+// `.`, and only the exact shape is taken (the name comes from the cipher tree and is opened in
+// the vault root: no `/`, nothing else).
+std::string_view TargetFile(std::string_view stored) {
+  if (!stored.starts_with(kTargetFilePrefix) ||
+      stored.size() != kTargetFilePrefix.size() + kTargetHashChars)
+    return {};
+  for (const char c : stored.substr(kTargetFilePrefix.size()))
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return {};
+  return stored;
+}
+std::string TargetFileFor(std::string_view sealed) {
+  return std::string(kTargetFilePrefix) +
+         crypt::Base64Encode(crypt::Sha256(AsBytes(sealed)),
+                             crypt::Base64Variant::kUrlSafeUnpadded);
+}
+}  // namespace
+
 Result<std::string> Volume::EncryptSymlinkTarget(std::string_view target) const {
   if (target.size() > kMaxSymlinkTarget)
-    return Status(Code::kNameTooLong, "symlink target longer than 3000 bytes");
-  return names_->EncryptTarget(target);
+    return Status(Code::kNameTooLong, "symlink target longer than 4095 bytes");
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, names_->EncryptTarget(target));
+  if (target.size() <= kMaxInlineTarget) return sealed;
+  // Named by its hash, as a long name's side file is; the random nonce makes every sealed text,
+  // and so every name, new. Flushed before the link that names it can exist.
+  std::string file = TargetFileFor(sealed);
+  SIGILFS_RETURN_IF_ERROR(WriteNewAt(root_fd_, file, AsBytes(sealed), /*durable=*/true));
+  return file;
 }
 
 Result<std::string> Volume::DecryptSymlinkTarget(std::string_view stored) const {
+  if (stored.starts_with(kTargetFilePrefix)) {
+    const std::string file(TargetFile(stored));
+    if (file.empty()) return Status(Code::kCorrupt, "symlink target names no target file");
+    auto sealed = ReadSmallAt(root_fd_, file, 2 * kMaxSymlinkTarget);
+    if (!sealed.ok()) {
+      if (sealed.status().code() == Code::kNotFound)
+        return Status(Code::kCorrupt, "symlink target file missing");
+      return sealed.status();
+    }
+    if (TargetFileFor(*sealed) != file)
+      return Status(Code::kCorrupt, "symlink target file does not match its name");
+    return names_->DecryptTarget(*sealed);
+  }
   return names_->DecryptTarget(stored);
+}
+
+std::string Volume::TargetToRelease(int dirfd, const std::string& stored,
+                                    const struct stat& st) const {
+  if (!S_ISLNK(st.st_mode) || st.st_nlink != 1) return {};
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlinkat(dirfd, stored.c_str(), buf, sizeof buf);
+  if (n <= 0) return {};
+  return std::string(TargetFile(std::string_view(buf, static_cast<size_t>(n))));
+}
+
+void Volume::ReleaseSymlinkTarget(std::string_view stored) const {
+  const std::string file(TargetFile(stored));
+  if (!file.empty()) ::unlinkat(root_fd_, file.c_str(), 0);
 }
 
 Result<uint64_t> Volume::PlainSize(int dirfd, const std::string& stored,

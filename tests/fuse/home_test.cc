@@ -340,8 +340,12 @@ TEST_F(HomeTest, ASetupFailingMidCopyNeverShowsItsVault) {
   WriteFile(Home() / "a-notes", test::Pattern(5000, 1), 0644);
   fs::create_directories(Home() / "b-docs");
   WriteFile(Home() / "b-docs" / "report", test::Pattern(100, 2), 0600);
-  // A symlink target longer than a vault stores: the copy stops there.
-  fs::create_symlink(std::string(3100, 't'), Home() / "z-long-link");
+  // An extended attribute that ext4 holds but that does not fit once sealed (a value grows by
+  // 33 bytes and its name, the stored name is 35 bytes): the copy stops there.
+  WriteFile(Home() / "z-big-attribute", test::Pattern(10, 3), 0644);
+  const std::string value(4000, 'v');
+  ASSERT_EQ(
+      ::setxattr((Home() / "z-big-attribute").c_str(), "user.x", value.data(), value.size(), 0), 0);
   for (const auto& e : fs::recursive_directory_iterator(Home())) Own(e.path());
   const auto before = test::Snapshot(Home());
   DirectoryEvents events(Tmp("vaults"));
@@ -349,7 +353,7 @@ TEST_F(HomeTest, ASetupFailingMidCopyNeverShowsItsVault) {
 
   ProcessResult r = Setup({"--migrate"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("z-long-link"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("z-big-attribute"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(Home().string() + " was not changed"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("removed the incomplete vault " + Tmp("vaults").string() + "/." +
                        user_->name() + ".setup-"),

@@ -1,5 +1,6 @@
 // Long paths through a mounted vault: trees whose plain paths reach PATH_MAX - 1 bytes, with
-// names of every length class, behave as the same steps on the backing filesystem.
+// names of every length class, and symlink targets of up to PATH_MAX - 1 bytes behave as the
+// same steps on the backing filesystem.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,12 +10,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "test_support/mount.h"
+#include "test_support/process.h"
 #include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 #include "test_support/temp_dir.h"
@@ -223,6 +227,122 @@ TEST_F(MountPathsTest, AFullLengthPathOfLongNames) { Compare(MakeTree({255}, 1))
 // Every length class mixed: short, the size where base64 pads, around the long-name limit.
 TEST_F(MountPathsTest, AFullLengthPathOfMixedNames) {
   Compare(MakeTree({1, 13, 60, 174, 175, 176, 255, 2, 100}, 30));
+}
+
+// A symlink target of `length` bytes: path components of assorted bytes (no NUL), varying per
+// `salt`.
+std::string Target(size_t length, int salt) {
+  std::string t;
+  for (size_t i = 0; t.size() < length; ++i)
+    t += (i % 17 == 16) ? '/' : static_cast<char>(1 + (i * 7 + static_cast<size_t>(salt)) % 255);
+  t.resize(length);
+  if (t.back() == '/') t.back() = 'x';
+  return t;
+}
+
+std::string ReadLinkAt(int dir, const std::string& path) {
+  std::string buf(PATH_MAX + 10, '\0');
+  const ssize_t n = ::readlinkat(dir, path.c_str(), buf.data(), buf.size());
+  return n < 0 ? "error " + ErrnoName(errno) : buf.substr(0, static_cast<size_t>(n));
+}
+
+// The vault's side files of long symlink targets.
+size_t TargetFiles(const std::string& cipher) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cipher))
+    if (e.path().filename().string().starts_with("sigilfs.target.")) ++n;
+  return n;
+}
+
+// Symlinks of every target length up to 4,095 bytes (longer ones in a side file) made, read,
+// listed, renamed, linked, replaced and removed as on the backing filesystem; read again after a
+// remount, and carried out and in by `sigilfs export` and `import`.
+TEST_F(MountPathsTest, SymlinkTargetsUpToPathMax) {
+  SIGILFS_NEEDS_FUSE();
+  const std::vector<size_t> lengths = {1, 1000, 2999, 3000, 3001, 3500, 4000, 4094, 4095};
+  auto steps = [&](int root, const std::function<int()>& between) {
+    std::vector<std::string> out;
+    auto note = [&](const std::string& what, long rc) {
+      out.push_back(what + " -> " + (rc < 0 ? ErrnoName(errno) : std::to_string(rc)));
+    };
+    note("mkdir", ::mkdirat(root, "d", 0755));
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const std::string name = "l" + std::to_string(lengths[i]);
+      note("symlink " + name,
+           ::symlinkat(Target(lengths[i], static_cast<int>(i)).c_str(), root, name.c_str()));
+    }
+    note("symlink of 4096 bytes", ::symlinkat(Target(4096, 1).c_str(), root, "l4096"));
+    root = between();
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const std::string name = "l" + std::to_string(lengths[i]);
+      struct stat st;
+      note("lstat size " + name,
+           ::fstatat(root, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 ? st.st_size : -1);
+      note("readlink " + name + " equal",
+           ReadLinkAt(root, name) == Target(lengths[i], static_cast<int>(i)));
+    }
+    // Moved to another directory, linked a second time, one name removed: the other still
+    // reads; a file renamed over a long link, and a long link over another.
+    note("rename", ::renameat(root, "l4095", root, "d/moved"));
+    note("link", ::linkat(root, "d/moved", root, "d/second", 0));
+    note("unlink first", ::unlinkat(root, "d/moved", 0));
+    note("second equal", ReadLinkAt(root, "d/second") == Target(4095, 8));
+    note("create", ::close(::openat(root, "f", O_WRONLY | O_CREAT, 0644)));
+    note("rename file over link", ::renameat(root, "f", root, "l4094"));
+    note("rename link over link", ::renameat(root, "l4000", root, "l3500"));
+    note("over equal", ReadLinkAt(root, "l3500") == Target(4000, 6));
+    // Held open (O_PATH) while its last name goes: still readable through the descriptor.
+    const int held = ::openat(root, "d/second", O_PATH | O_NOFOLLOW);
+    note("unlink held", ::unlinkat(root, "d/second", 0));
+    note("held equal", ReadLinkAt(held, "") == Target(4095, 8));
+    ::close(held);
+    return out;
+  };
+  test::TempDir plain;
+  int plain_root = ::open(plain.path().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(plain_root, 0);
+  const std::vector<std::string> expected = steps(plain_root, [&] { return plain_root; });
+  ::close(plain_root);
+  EXPECT_NE(std::find(expected.begin(), expected.end(), "readlink l4095 equal -> 1"),
+            expected.end());
+
+  test::MountedVault vault;
+  int root = ::open(vault.plain().c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(root, 0);
+  const std::vector<std::string> got = steps(root, [&] {
+    ::close(root);
+    vault.Remount();
+    root = ::open(vault.plain().c_str(), O_RDONLY | O_DIRECTORY);
+    return root;
+  });
+  EXPECT_EQ(got, expected);
+  // Side files are left only for the long links that remain (3001 and 3500), none for removed
+  // or replaced ones (the held link's went with the kernel's last reference, by the unmount).
+  ::close(root);
+  vault.Unmount();
+  EXPECT_EQ(TargetFiles(vault.cipher()), 2u);
+
+  // Out with export and in again with import, next to a fresh one.
+  const std::string out = (plain.path() / "out").string();
+  test::ProcessResult r = test::RunProcess(
+      {SIGILFS_BINARY, "export", vault.cipher(), ".", out, "--passfile", vault.passfile()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(ReadLinkAt(AT_FDCWD, out + "/l3001") == Target(3001, 4));
+  EXPECT_TRUE(ReadLinkAt(AT_FDCWD, out + "/l3500") == Target(4000, 6));
+  const std::string in = (plain.path() / "in").string();
+  ASSERT_EQ(::mkdir(in.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(Target(4095, 20).c_str(), (in + "/fresh").c_str()), 0);
+  r = test::RunProcess(
+      {SIGILFS_BINARY, "import", vault.cipher(), in + "/.", "--passfile", vault.passfile()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  vault.Mount();
+  EXPECT_TRUE(ReadLinkAt(AT_FDCWD, vault.path("fresh")) == Target(4095, 20));
+  EXPECT_TRUE(ReadLinkAt(AT_FDCWD, vault.path("l3001")) == Target(3001, 4));
+  ASSERT_EQ(::unlink(vault.path("fresh").c_str()), 0);
+  ASSERT_EQ(::unlink(vault.path("l3001").c_str()), 0);
+  ASSERT_EQ(::unlink(vault.path("l3500").c_str()), 0);
+  vault.Unmount();
+  EXPECT_EQ(TargetFiles(vault.cipher()), 0u);
 }
 
 }  // namespace

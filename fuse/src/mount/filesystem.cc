@@ -98,6 +98,7 @@ void RemoveName(Inode& inode, const Inode& parent, const std::string& stored) {
 
 Inode::~Inode() {
   if (removed_fd >= 0) ::close(removed_fd);
+  if (removed_target_volume != nullptr) removed_target_volume->ReleaseSymlinkTarget(removed_target);
 }
 
 Filesystem::DirHandle::~DirHandle() {
@@ -1308,8 +1309,12 @@ Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
   std::shared_lock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_->EncryptSymlinkTarget(target));
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
-  if (::symlinkat(sealed.c_str(), at.dirfd, at.stored.c_str()) != 0) return Errno("symlink");
+  Status s = volume_->PrepareName(at.dirfd, at.iv, name);
+  if (s.ok() && ::symlinkat(sealed.c_str(), at.dirfd, at.stored.c_str()) != 0) s = Errno("symlink");
+  if (!s.ok()) {
+    volume_->ReleaseSymlinkTarget(sealed);  // a long target's side file
+    return s;
+  }
   if (DebugOps())
     Log("op symlink dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
   SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
@@ -1353,13 +1358,17 @@ int Filesystem::OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd,
   return fd;
 }
 
-void Filesystem::KeepRemoved(Inode& node, int fd) {
-  if (fd < 0) return;
-  if (node.names.empty() && node.removed_fd < 0) {
+void Filesystem::KeepRemoved(Inode& node, int fd, const std::string& target) {
+  if (fd >= 0 && node.names.empty() && node.removed_fd < 0) {
     node.removed_fd = fd;
-  } else {
-    ::close(fd);
+    if (!target.empty()) {
+      node.removed_target = target;
+      node.removed_target_volume = volume_.get();
+    }
+    return;
   }
+  if (fd >= 0) ::close(fd);
+  if (!target.empty()) volume_->ReleaseSymlinkTarget(target);
 }
 
 std::shared_ptr<Inode> Filesystem::FindLocked(int dirfd, const std::string& stored) {
@@ -1379,6 +1388,7 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "unlink");
   std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
   Fd kept(OpenBeforeRemoval(inode, at.dirfd, at.stored, st));
+  const std::string target = volume_->TargetToRelease(at.dirfd, at.stored, st);
   if (::unlinkat(at.dirfd, at.stored.c_str(), 0) != 0) return Errno("unlink");
   if (DebugOps())
     Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir.st_ino,
@@ -1387,7 +1397,9 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
     // Other hard links (if any) keep reaching it.
     std::lock_guard lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored);
-    KeepRemoved(*inode, kept.release());
+    KeepRemoved(*inode, kept.release(), target);
+  } else if (!target.empty()) {
+    volume_->ReleaseSymlinkTarget(target);
   }
   volume_->ReleaseName(at.dirfd, at.stored);
   return Status::Ok();
@@ -1494,6 +1506,8 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(newdir, to.iv, new_name));
   std::shared_ptr<Inode> replaced = target_exists ? find(dst) : nullptr;
   Fd kept(target_exists ? OpenBeforeRemoval(replaced, newdir, new_stored, dst) : -1);
+  const std::string replaced_target =
+      target_exists ? volume_->TargetToRelease(newdir, new_stored, dst) : std::string();
   if (target_exists && S_ISDIR(dst.st_mode)) {
     // The cipher directory still holds its IV file: an "empty" target must be removed first.
     SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(newdir, new_stored));
@@ -1508,7 +1522,9 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   if (replaced) {
     std::lock_guard lock(replaced->name_mu);
     RemoveName(*replaced, new_parent, new_stored);
-    KeepRemoved(*replaced, kept.release());
+    KeepRemoved(*replaced, kept.release(), replaced_target);
+  } else if (!replaced_target.empty()) {
+    volume_->ReleaseSymlinkTarget(replaced_target);
   }
   move_to(find(src), parent, old_stored, new_parent, new_stored);
   if (&parent != &new_parent || old_stored != new_stored) volume_->ReleaseName(olddir, old_stored);

@@ -57,6 +57,10 @@ struct Inode : std::enable_shared_from_this<Inode> {
   // many as removed objects still open somewhere. Set under Filesystem::tree_mu_ exclusive,
   // read under it shared; closed with the node.
   int removed_fd = -1;
+  // Such a node of a symlink whose target is held in a side file (core::Volume): the file is
+  // removed with the node, so that the link still reads until then.
+  std::string removed_target;
+  const core::Volume* removed_target_volume = nullptr;
 
   Inode() = default;
   Inode(const Inode&) = delete;
@@ -285,9 +289,10 @@ class Filesystem {
   // REQUIRES tree_mu_ (exclusive)
   int OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd, const std::string& stored,
                         const struct stat& st);
-  // After the removal: `node`, left without names, keeps `fd` (closed otherwise).
+  // After the removal: `node`, left without names, keeps `fd` (closed otherwise), and with it
+  // the side file of a symlink's `target` (Volume::TargetToRelease; released now otherwise).
   // REQUIRES tree_mu_ (exclusive) and node->name_mu
-  static void KeepRemoved(Inode& node, int fd);
+  void KeepRemoved(Inode& node, int fd, const std::string& target = {});
   Result<core::DirIv> DirIvOf(Inode& dir, int dirfd);
   Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
                                         const std::string& stored);

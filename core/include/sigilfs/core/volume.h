@@ -83,11 +83,25 @@ class Volume {
       int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
       const std::function<void(const std::string& stored, const Status&)>& damaged) const;
 
-  // Symlink targets (NameCodec::EncryptTarget), stored as the cipher link's own target: at most
-  // kMaxSymlinkTarget plaintext bytes, so the stored form fits the backing PATH_MAX.
-  static constexpr size_t kMaxSymlinkTarget = 3000;
+  // Symlink targets (NameCodec::EncryptTarget, docs/format.md "Symlinks"). Up to
+  // kMaxInlineTarget plaintext bytes the sealed text is the cipher link's own target; a longer
+  // one (up to kMaxSymlinkTarget, the kernel's limit) would not fit the backing PATH_MAX, so
+  // its sealed text goes into a side file of the vault root, `sigilfs.target.<hash>`, and the
+  // link's target is that file's name.
+  static constexpr size_t kMaxInlineTarget = 3000;
+  static constexpr size_t kMaxSymlinkTarget = 4095;
+  // What to store as a cipher link's target for plaintext `target`; a long one's side file is
+  // written (durably) first, and the caller releases it (ReleaseSymlinkTarget) if the link is
+  // then not made.
   Result<std::string> EncryptSymlinkTarget(std::string_view target) const;
+  // The plaintext target of a cipher link whose own target is `stored`.
   Result<std::string> DecryptSymlinkTarget(std::string_view stored) const;
+  // The target of cipher link `stored` of `dirfd` (an empty name: `dirfd` is the link) when
+  // removing that name deletes the link (`st`, its stat, says one link) and the target is held
+  // in a side file; empty otherwise. Read before the removal, released after it.
+  std::string TargetToRelease(int dirfd, const std::string& stored, const struct stat& st) const;
+  // Removes the side file of a long target (a no-op for an inline one).
+  void ReleaseSymlinkTarget(std::string_view stored) const;
 
   // The plaintext size of entry `stored` of `dirfd` (an empty name: `dirfd` itself), whose stat
   // is `st`: files from the cipher size (a sealed file's from its 8-byte trailer), others as is.
