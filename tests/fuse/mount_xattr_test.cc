@@ -1,7 +1,10 @@
 // Extended attributes through a real mount: `user.*` names and values round-trip (binary,
 // empty, long), with the usual errnos; in the cipher directory neither names nor values appear
-// in clear, and a damaged value is EIO, never another value.
+// in clear, and a damaged value is EIO, never another value; how many fit on one file, against
+// the backing ext4.
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include "test_support/mount.h"
 #include "test_support/process.h"
 #include "test_support/requirements.h"
+#include "test_support/temp_dir.h"
 
 namespace sigilfs {
 namespace {
@@ -205,6 +209,58 @@ TEST(MountXattrTest, NoxattrTurnsThemOff) {
   const std::string f = vault.path("file");
   std::ofstream(f) << "x";
   EXPECT_EQ(Set(f, "user.a", "1"), EOPNOTSUPP);
+}
+
+// How many `user.*` attributes with names of `name_length` bytes (after `user.`) and values of
+// `value_length` bytes `path` takes before it refuses one; `*error` is that refusal's errno.
+int Fill(const std::string& path, size_t name_length, size_t value_length, int* error) {
+  const std::string value(value_length, 'v');
+  for (int n = 0; n < 10000; ++n) {
+    std::string name = std::to_string(n);
+    name.insert(0, name_length - name.size(), 'x');
+    if (const int e = Set(path, "user." + name, value); e != 0) {
+      *error = e;
+      return n;
+    }
+  }
+  *error = 0;
+  return 10000;
+}
+
+// Fewer attributes fit on a file of the mount than on the backing ext4, which keeps all of an
+// inode's attributes in its inode and one 4 KiB block: stored names are 35 bytes whatever the
+// name, values 33 bytes plus the name longer (docs/design.md, "Extended attributes"). The counts
+// measured on ext4 with 4 KiB blocks and 256-byte inodes are pinned: never fewer.
+TEST(MountXattrTest, HowManyAttributesFitOnOneFile) {
+  SIGILFS_NEEDS_FUSE();
+  test::TempDir plain;
+  struct statfs backing;
+  ASSERT_EQ(::statfs(plain.path().c_str(), &backing), 0);
+  if (backing.f_type != EXT4_SUPER_MAGIC || backing.f_bsize != 4096)
+    GTEST_SKIP() << "the counts are for an ext4 backing store with 4 KiB blocks";
+  test::MountedVault vault;
+  struct Case {
+    size_t name, value;
+    int on_ext4, at_least;  // measured: ext4, and the mount's count pinned here
+  };
+  for (const Case c : {Case{8, 1, 148, 42}, Case{16, 32, 64, 29}, Case{64, 64, 28, 18},
+                       Case{250, 1, 14, 11}, Case{16, 1000, 3, 3}}) {
+    SCOPED_TRACE(std::to_string(c.name) + "-byte names, " + std::to_string(c.value) +
+                 "-byte values");
+    const std::string name = "f" + std::to_string(c.name) + "_" + std::to_string(c.value);
+    const std::string mounted = vault.path(name), direct = (plain.path() / name).string();
+    std::ofstream(mounted) << "x";
+    std::ofstream(direct) << "x";
+    int mount_error = 0, ext4_error = 0;
+    const int on_mount = Fill(mounted, c.name, c.value, &mount_error);
+    const int on_ext4 = Fill(direct, c.name, c.value, &ext4_error);
+    EXPECT_EQ(ext4_error, ENOSPC);
+    EXPECT_EQ(mount_error, ENOSPC);
+    EXPECT_EQ(on_ext4, c.on_ext4) << "the backing filesystem changed: measure again";
+    EXPECT_GE(on_mount, c.at_least);
+    EXPECT_LE(on_mount, on_ext4);
+    EXPECT_EQ(List(mounted).size(), static_cast<size_t>(on_mount)) << "every one set is listed";
+  }
 }
 
 }  // namespace
