@@ -97,6 +97,17 @@ Result<NameCodec::Xattr> NameCodec::OpenXattr(std::string_view stored, ByteSpan 
   return out;
 }
 
+uint32_t NameCodec::HandleGeneration(uint64_t nodeid) const {
+  static constexpr std::string_view kRole = "file handle";
+  uint8_t id[8];
+  for (int i = 0; i < 8; ++i) id[i] = static_cast<uint8_t>(nodeid >> (8 * i));
+  const ByteSpan ad[] = {AsBytes(kRole)};
+  auto sealed = siv_->Seal(ad, ByteSpan(id, sizeof id));
+  uint32_t g = 0;
+  for (size_t i = 0; sealed.ok() && i < 4; ++i) g |= uint32_t{(*sealed)[i]} << (8 * i);
+  return g == 0 ? 1 : g;
+}
+
 Result<std::string> NameCodec::EncryptTarget(std::string_view target) const {
   if (target.empty() || target.find('\0') != std::string_view::npos)
     return Status(Code::kInvalidArgument, "invalid symlink target");

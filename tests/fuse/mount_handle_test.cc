@@ -1,6 +1,7 @@
 // File handles through a real mount (name_to_handle_at / open_by_handle_at, what an NFS export
-// uses): they open files and directories after the kernel forgot them, follow renames, and are
-// ESTALE — never another object — once their object is gone, replaced, or from an earlier mount.
+// uses): they open files and directories after the kernel forgot them and after a remount,
+// follow renames, and are ESTALE — never another object — once their object is gone or
+// replaced, or from another vault.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,6 +23,10 @@
 #include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
 #include "test_support/temp_dir.h"
+
+#ifndef AT_HANDLE_CONNECTABLE
+#define AT_HANDLE_CONNECTABLE 0x002  // Linux 6.13: a handle with its parent's (non-directories)
+#endif
 
 namespace sigilfs {
 namespace {
@@ -46,12 +52,12 @@ struct Handle {
   uint32_t generation() { return word(2); }
 };
 
-Handle HandleOf(const std::string& path) {
+Handle HandleOf(const std::string& path, int flags = 0) {
   Handle h;
   h.bytes.resize(sizeof(file_handle) + MAX_HANDLE_SZ);
   h.get()->handle_bytes = MAX_HANDLE_SZ;
   int mount_id = 0;
-  if (::name_to_handle_at(AT_FDCWD, path.c_str(), h.get(), &mount_id, 0) != 0) h.bytes.clear();
+  if (::name_to_handle_at(AT_FDCWD, path.c_str(), h.get(), &mount_id, flags) != 0) h.bytes.clear();
   return h;
 }
 
@@ -216,23 +222,73 @@ TEST_F(MountHandleTest, HandlesOfAnotherMountAreStale) {
   EXPECT_EQ(errno, ESTALE);
 }
 
-TEST_F(MountHandleTest, HandlesFromBeforeARemountAreStaleAndNewOnesWork) {
-  WriteFile(vault_->path("a"), "a");
-  Handle before = HandleOf(vault_->path("a"));
+// Handles outlive the daemon: made before an unmount, they open their objects after the next
+// mount, which finds them through the backing filesystem's own handles (a root daemon) and
+// reaches them again by path from the cipher root. Hard-linked files too, through either name,
+// and connectable handles (with the parent's) where the kernel makes them.
+TEST_F(MountHandleTest, HandlesOpenTheirObjectsAfterARemount) {
+  test::MountedVault& vault = *vault_;
+  ASSERT_TRUE(Ok(::mkdir(vault.path("d").c_str(), 0755)));
+  ASSERT_TRUE(Ok(::mkdir(vault.path("d/sub").c_str(), 0755)));
+  WriteFile(vault.path("d/sub/f"), "a plain file");
+  WriteFile(vault.path("linked"), "a hard-linked file");
+  ASSERT_TRUE(Ok(::link(vault.path("linked").c_str(), vault.path("d/other").c_str())));
+  struct Case {
+    std::string what, content;
+    Handle handle;
+  };
+  std::vector<Case> cases = {
+      {"plain file", "a plain file", HandleOf(vault.path("d/sub/f"))},
+      {"hard link, first name", "a hard-linked file", HandleOf(vault.path("linked"))},
+      {"hard link, second name", "a hard-linked file", HandleOf(vault.path("d/other"))},
+  };
+  Handle connectable = HandleOf(vault.path("d/other"), AT_HANDLE_CONNECTABLE);
+  if (!connectable.bytes.empty())
+    cases.push_back({"hard link, connectable", "a hard-linked file", connectable});
+  else
+    std::cerr << "no connectable handles here: " << test::ErrnoName(errno) << "\n";
+  Handle dir = HandleOf(vault.path("d/sub"));
+  for (Case& c : cases) ASSERT_FALSE(c.handle.bytes.empty()) << c.what;
+  ASSERT_FALSE(dir.bytes.empty());
+
   ::close(root_);  // an open descriptor would keep the old mount (and its daemon) alive
-  vault_->Remount();
-  root_ = ::open(vault_->plain().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  root_ = -1;
+  vault.Remount();
+  root_ = ::open(vault.plain().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_TRUE(Ok(root_));
   ASSERT_TRUE(test::DropKernelCaches());
-  errno = 0;
-  EXPECT_EQ(Open(before, O_RDONLY), -1);
-  EXPECT_EQ(errno, ESTALE);
-  Handle after = HandleOf(vault_->path("a"));
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const int fd = Open(c.handle, O_RDONLY);
+    ASSERT_TRUE(Ok(fd));
+    EXPECT_EQ(ReadFd(fd), c.content);
+    ::close(fd);
+  }
+  // Written through a handle of one name, read through the other name.
   ASSERT_TRUE(test::DropKernelCaches());
-  int fd = Open(after, O_RDONLY);
+  int fd = Open(cases[1].handle, O_WRONLY);
   ASSERT_TRUE(Ok(fd));
-  EXPECT_EQ(ReadFd(fd), "a");
+  ASSERT_EQ(::pwrite(fd, "A", 1, 0), 1);
+  ASSERT_TRUE(Ok(::close(fd)));
+  EXPECT_EQ(test::ReadAll(vault.path("d/other")), "A hard-linked file");
+  // A directory, reconnected to its path.
+  ASSERT_TRUE(test::DropKernelCaches());
+  fd = Open(dir, O_RDONLY | O_DIRECTORY);
+  ASSERT_TRUE(Ok(fd));
+  EXPECT_EQ(PathOfFd(fd), vault.path("d/sub"));
+  EXPECT_EQ(ListFd(fd), std::set<std::string>{"f"});
   ::close(fd);
+  // Removed while unmounted: stale, as any removed object's.
+  Handle gone = HandleOf(vault.path("d/sub/f"));
+  ASSERT_TRUE(Ok(::unlink(vault.path("d/sub/f").c_str())));
+  ::close(root_);
+  root_ = -1;
+  vault.Remount();
+  root_ = ::open(vault.plain().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_TRUE(Ok(root_));
+  errno = 0;
+  EXPECT_EQ(Open(gone, O_RDONLY), -1);
+  EXPECT_EQ(errno, ESTALE);
 }
 
 // A handle is a node id the kernel passes on to the daemon, and the kernel checks the generation
@@ -282,7 +338,8 @@ TEST_F(MountHandleTest, ForgedHandlesAreStale) {
   }
 }
 
-// The daemon remembers a bounded number of forgotten nodes, the most recently forgotten.
+// The daemon remembers a bounded number of forgotten nodes, the most recently forgotten; the
+// others it finds again through the backing filesystem's handles (a root daemon).
 TEST_F(MountHandleTest, OnlyTheMostRecentlyForgottenNodesAreRemembered) {
   constexpr int kFiles = 16, kKept = 4;
   Mount({"--handle-cache", std::to_string(kKept)});
@@ -309,7 +366,7 @@ TEST_F(MountHandleTest, OnlyTheMostRecentlyForgottenNodesAreRemembered) {
     EXPECT_EQ(ReadFd(fd), "file " + std::to_string(i));  // never another file
     ::close(fd);
   }
-  EXPECT_EQ(opened, kKept);
+  EXPECT_EQ(opened, kFiles);
 }
 
 }  // namespace

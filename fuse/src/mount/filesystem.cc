@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string_view>
 #include <thread>
 
@@ -126,23 +127,42 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
 
 Filesystem::~Filesystem() { FlushAll(); }
 
+namespace {
+// Node ids that are a node's address have this bit set (user-space addresses never do), so they
+// never meet the ids made from backing file handles, which never do.
+constexpr uint64_t kAddressId = uint64_t{1} << 63;
+}  // namespace
+
 uint64_t Filesystem::NodeId(const Inode& inode) const {
-  // Node ids are the nodes' addresses, as in libfuse's passthrough examples.
-  return &inode == root_.get() ? 1 : reinterpret_cast<uint64_t>(&inode);
+  if (&inode == root_.get()) return 1;
+  // An id that persists across mounts where the backing filesystem offers one; otherwise the
+  // node's address, as in libfuse's passthrough examples.
+  return inode.nodeid != 0 ? inode.nodeid : (reinterpret_cast<uint64_t>(&inode) | kAddressId);
 }
 
 std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
   if (nodeid == 1) return root_;
   // The kernel only names node ids we gave it and have not forgotten: the table holds them.
-  // NOLINTNEXTLINE(performance-no-int-to-ptr): node ids are node addresses
-  return reinterpret_cast<Inode*>(nodeid)->shared_from_this();
+  if ((nodeid & kAddressId) != 0)
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): such node ids are node addresses
+    return reinterpret_cast<Inode*>(nodeid & ~kAddressId)->shared_from_this();
+  std::shared_lock lock(ids_mu_);
+  auto it = known_.find(nodeid);
+  return it == known_.end() ? nullptr : it->second->shared_from_this();
 }
 
 void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   if (nodeid == 1) return;
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
   std::lock_guard lock(table_mu_);
-  Inode* inode = reinterpret_cast<Inode*>(nodeid);  // NOLINT(performance-no-int-to-ptr)
+  // No reference taken here: DropLocked tells by the count whether anything else holds a node.
+  Inode* inode = nullptr;
+  if ((nodeid & kAddressId) != 0) {
+    inode = reinterpret_cast<Inode*>(nodeid & ~kAddressId);  // NOLINT(performance-no-int-to-ptr)
+  } else if (auto id = known_.find(nodeid); id != known_.end()) {  // stable under table_mu_
+    inode = id->second;
+  }
+  if (inode == nullptr) return;
   inode->nlookup -= std::min(n, inode->nlookup);
   if (inode->nlookup > 0) return;
   auto it = table_.find({inode->key_dev, inode->key_ino});
@@ -160,6 +180,7 @@ void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   } else if (auto o = orphans_.find(inode); o != orphans_.end()) {
     std::shared_ptr<Inode> node = std::move(o->second);
     orphans_.erase(o);
+    std::unique_lock ids(ids_mu_);
     known_.erase(nodeid);
     DropLocked(std::move(node), &dropped);
   }
@@ -180,7 +201,10 @@ void Filesystem::ReleaseLocked(
   if (S_ISDIR(it->second->type) && it->second.use_count() > 1) return;
   std::shared_ptr<Inode> node = std::move(it->second);
   table_.erase(it);
-  known_.erase(NodeId(*node));
+  {
+    std::unique_lock ids(ids_mu_);
+    known_.erase(NodeId(*node));
+  }
   DropLocked(std::move(node), dropped);
 }
 
@@ -234,7 +258,10 @@ void Filesystem::DropLocked(std::shared_ptr<Inode> node,
       auto it = table_.find({parent->key_dev, parent->key_ino});
       if (it == table_.end() || it->second != parent || parent.use_count() > 2) continue;
       table_.erase(it);
-      known_.erase(NodeId(*parent));
+      {
+        std::unique_lock ids(ids_mu_);
+        known_.erase(NodeId(*parent));
+      }
       work.push_back(std::move(parent));
     }
   }
@@ -353,9 +380,30 @@ Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& nam
   return at;
 }
 
+uint64_t Filesystem::PersistentId(int at_fd, const std::string& at_name, const struct stat& st) {
+  struct {
+    file_handle h;
+    unsigned char bytes[MAX_HANDLE_SZ];
+  } fh{};
+  fh.h.handle_bytes = MAX_HANDLE_SZ;
+  int mount_id = 0;
+  if (::name_to_handle_at(at_fd, at_name.c_str(), &fh.h, &mount_id,
+                          at_name.empty() ? AT_EMPTY_PATH : 0) != 0)
+    return 0;
+  // FILEID_INO32_GEN: the 32-bit inode number, then the generation.
+  if (fh.h.handle_type != 1 || fh.h.handle_bytes != 8) return 0;
+  uint32_t ino = 0, gen = 0;
+  std::memcpy(&ino, fh.h.f_handle, 4);
+  std::memcpy(&gen, fh.h.f_handle + 4, 4);
+  if (ino != st.st_ino) return 0;
+  const uint64_t id = (uint64_t{gen & 0x7fffffffU} << 32) | ino;
+  return id > 1 ? id : 0;  // 0 and 1 (the root) are the kernel's
+}
+
 Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::shared_ptr<Inode>& parent,
-                                                  const std::string& stored) {
+                                                  const std::string& stored, int at_fd,
+                                                  const std::string& at_name) {
   std::lock_guard lock(table_mu_);
   auto& slot = table_[{st.st_dev, st.st_ino}];
   if (slot) {
@@ -393,10 +441,12 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
           alive ? "same" : "fresh");
     UnrememberLocked(*slot);  // known to the kernel again, or displaced
     if (!alive) {
-      if (slot->nlookup > 0)
+      if (slot->nlookup > 0) {
         orphans_[slot.get()] = slot;  // the kernel may still use its id
-      else
+      } else {
+        std::unique_lock ids(ids_mu_);
         known_.erase(NodeId(*slot));
+      }
       slot.reset();
     }
   }
@@ -405,9 +455,19 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
     slot->key_dev = st.st_dev;
     slot->key_ino = st.st_ino;
     slot->type = st.st_mode & S_IFMT;
-    slot->generation = next_generation_++;
-    if (slot->generation == 0) slot->generation = next_generation_++;  // the root's
-    known_.insert(NodeId(*slot));
+    // An id that persists across mounts, unless a node the kernel still holds has it (this
+    // object, displaced above without proof that it is the same): its generation is then a
+    // function of the id under the vault's key, the same in every mount of this vault alone.
+    const uint64_t id = PersistentId(at_fd, at_name, st);
+    std::unique_lock ids(ids_mu_);
+    if (id != 0 && !known_.contains(id)) {
+      slot->nodeid = id;
+      slot->generation = volume_->names().HandleGeneration(id);
+    } else {
+      slot->generation = next_generation_++;
+      if (slot->generation == 0) slot->generation = next_generation_++;  // the root's
+    }
+    known_.emplace(NodeId(*slot), slot.get());
   }
   {
     // Found under this name (perhaps one more hard link): remember it.
@@ -451,7 +511,7 @@ Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, int dirf
                                   const std::string& stored) {
   struct stat st;
   if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("lookup");
-  SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored));
+  SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored, dirfd, stored));
   auto attr = Translate(st, dirfd, stored, inode.get());
   if (!attr.ok()) {
     const Code code = attr.status().code();
@@ -484,12 +544,161 @@ Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
   std::shared_ptr<Inode> node = root_;
   if (nodeid != 1) {
     std::lock_guard lock(table_mu_);
-    if (!known_.contains(nodeid)) return Stale("file handle of a node no longer known");
-    // Known: in table_ or orphans_, so alive while table_mu_ is held.
-    node =
-        reinterpret_cast<Inode*>(nodeid)->shared_from_this();  // NOLINT(performance-no-int-to-ptr)
+    auto it = known_.find(nodeid);
+    if (it == known_.end()) {
+      if ((nodeid & kAddressId) != 0) return Stale("file handle of a node no longer known");
+      node = nullptr;
+    } else {
+      node = it->second->shared_from_this();  // in table_ or orphans_: alive under table_mu_
+    }
   }
+  if (!node) return ResolvePersistentId(nodeid);
   return EntryOf(node);
+}
+
+namespace {
+// The names of `fd`'s path below `root_fd`'s, from their /proc links; empty if it is not below.
+std::vector<std::string> PathBelow(int root_fd, int fd) {
+  char buf[PATH_MAX], rbuf[PATH_MAX];
+  const ssize_t n = ::readlink(ProcPath(fd).c_str(), buf, sizeof buf);
+  const ssize_t rn = ::readlink(ProcPath(root_fd).c_str(), rbuf, sizeof rbuf);
+  if (n <= 0 || rn <= 0 || n >= static_cast<ssize_t>(sizeof buf) ||
+      rn >= static_cast<ssize_t>(sizeof rbuf))
+    return {};
+  const std::string_view path(buf, static_cast<size_t>(n)), root(rbuf, static_cast<size_t>(rn));
+  if (path.size() <= root.size() + 1 || !path.starts_with(root) || path[root.size()] != '/')
+    return {};
+  std::vector<std::string> parts;
+  for (size_t at = root.size() + 1; at <= path.size();) {
+    const size_t slash = std::min(path.find('/', at), path.size());
+    parts.emplace_back(path.substr(at, slash - at));
+    at = slash + 1;
+  }
+  return parts;
+}
+
+// Entries of the vault's tree that a search for a file may visit: an entry name of the vault's
+// own (a `.` in it) only if it is a long name's entry.
+bool IsEntryName(std::string_view stored) {
+  return !core::NameCodec::IsReserved(stored) || core::NameCodec::IsLongName(stored);
+}
+}  // namespace
+
+std::vector<std::string> Filesystem::PathInVault(int fd) const {
+  return PathBelow(volume_->root_fd(), fd);
+}
+
+std::vector<std::string> Filesystem::FindInVault(uint64_t ino) const {
+  // Breadth first, by the directory entries' own inode numbers (no stat), never following a
+  // symlink; at most kFindBudget entries, so that a forged handle costs a bounded search.
+  constexpr size_t kFindBudget = 4'000'000;
+  size_t seen = 0;
+  std::deque<std::string> dirs{""};
+  while (!dirs.empty() && seen < kFindBudget) {
+    const std::string dir = std::move(dirs.front());
+    dirs.pop_front();
+    // A descriptor of its own (a duplicate of the root's would share its position).
+    const int raw = OpenAtAnyLength(volume_->root_fd(), dir.empty() ? "." : dir,
+                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) continue;
+    DIR* d = ::fdopendir(raw);
+    if (d == nullptr) {
+      ::close(raw);
+      continue;
+    }
+    std::vector<std::string> found;
+    while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): private stream
+      const std::string_view name = e->d_name;
+      if (name == "." || name == ".." || !IsEntryName(name)) continue;
+      ++seen;
+      if (e->d_ino == ino && e->d_type != DT_DIR) {
+        found.emplace_back(name);
+        break;
+      }
+      if (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN)
+        dirs.push_back(dir.empty() ? std::string(name) : dir + "/" + std::string(name));
+    }
+    ::closedir(d);
+    if (!found.empty()) {
+      std::vector<std::string> parts;
+      for (size_t at = 0; !dir.empty() && at <= dir.size();) {
+        const size_t slash = std::min(dir.find('/', at), dir.size());
+        parts.push_back(dir.substr(at, slash - at));
+        at = slash + 1;
+      }
+      parts.push_back(found.front());
+      return parts;
+    }
+  }
+  return {};
+}
+
+Result<Entry> Filesystem::ResolvePersistentId(uint64_t nodeid) {
+  // The backing handle the id was made from, with either top bit of the generation.
+  const auto ino = static_cast<uint32_t>(nodeid);
+  int raw = -1;
+  for (const uint32_t top : {0U, 0x80000000U}) {
+    struct {
+      file_handle h;
+      unsigned char bytes[8];
+    } fh{};
+    fh.h.handle_bytes = 8;
+    fh.h.handle_type = 1;  // FILEID_INO32_GEN
+    const uint32_t gen = static_cast<uint32_t>(nodeid >> 32) | top;
+    std::memcpy(fh.h.f_handle, &ino, 4);
+    std::memcpy(fh.h.f_handle + 4, &gen, 4);
+    raw = ::open_by_handle_at(volume_->root_fd(), &fh.h, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (raw >= 0) break;
+  }
+  if (raw < 0) return Stale("no such object (or no CAP_DAC_READ_SEARCH to find it)");
+  Fd object(raw);
+  struct stat st;
+  if (::fstat(object.get(), &st) != 0 || st.st_dev != root_->key_dev || st.st_ino != ino)
+    return Stale("not an object of the vault's filesystem");
+  // Where it is: the path the backing filesystem knows it by (a directory's always, as it is
+  // reconnected to its parents; a file's while its directory entry is cached), checked below by
+  // walking it from the cipher root to this very object, which is what proves the object is the
+  // vault's (not another vault's on the same filesystem, nor anything else there). Otherwise the
+  // vault is searched for the inode number.
+  auto found = WalkToPersistentId(PathInVault(object.get()), st, nodeid);
+  if (!found.ok() && !S_ISDIR(st.st_mode))
+    found = WalkToPersistentId(FindInVault(st.st_ino), st, nodeid);
+  return found;
+}
+
+Result<Entry> Filesystem::WalkToPersistentId(const std::vector<std::string>& parts,
+                                             const struct stat& st, uint64_t nodeid) {
+  if (parts.empty()) return Stale("not found inside the vault");
+  // Each level interned as a lookup would (one reference each, given back below but for the
+  // object's own, which goes to the kernel), so the object's node has its name and parents.
+  std::vector<Entry> chain;
+  auto stale = [&](const char* why) {
+    for (const Entry& e : chain) Forget(NodeId(*e.inode), 1);
+    return Stale(why);
+  };
+  std::shared_ptr<Inode> parent = root_;
+  Fd dir(::dup(volume_->root_fd()));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& stored = parts[i];
+    if (stored.empty() || !IsEntryName(stored)) return stale("not a name of the vault");
+    auto entry = EntryAt(parent, dir.get(), stored);
+    if (!entry.ok()) return stale("the path does not lead to it");
+    chain.push_back(std::move(entry).value());
+    if (i + 1 < parts.size()) {
+      if (!S_ISDIR(chain.back().attr.st_mode)) return stale("the path does not lead to it");
+      dir = Fd(::openat(dir.get(), stored.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (dir.get() < 0) return stale("the path does not lead to it");
+      parent = chain.back().inode;
+    }
+  }
+  const Entry& last = chain.back();
+  if (last.inode->key_dev != st.st_dev || last.inode->key_ino != st.st_ino ||
+      NodeId(*last.inode) != nodeid)
+    return stale("the path leads to another object");
+  Entry found = last;
+  chain.pop_back();
+  for (const Entry& e : chain) Forget(NodeId(*e.inode), 1);
+  return found;
 }
 
 Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
@@ -658,7 +867,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   struct stat st;
   if (::fstat(fd, &st) != 0) return Errno("stat");
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
-                           Intern(st, parent.shared_from_this(), stored));
+                           Intern(st, parent.shared_from_this(), stored, fd, ""));
   Status failed = Status::Ok();
   {
     std::lock_guard lock(inode->mu);

@@ -16,7 +16,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "sigilfs/core/verity.h"
@@ -48,6 +48,9 @@ struct Inode : std::enable_shared_from_this<Inode> {
   // With the node id, what a file handle names: a node id whose node is gone may be reused by a
   // new node, which gets a new generation, so an old handle is ESTALE, never another file.
   uint32_t generation = 0;  // 0 for the root, as the kernel requires
+  // The node id, where it is made from the backing object's own file handle (and so the same
+  // in every mount: Filesystem::PersistentId); 0: the node's address is its id.
+  uint64_t nodeid = 0;
   // Forgotten by the kernel and remembered for file handles: its place in Filesystem::forgotten_.
   std::optional<std::list<Inode*>::iterator> forgotten_at;  // GUARDED_BY(Filesystem::table_mu_)
   // A node the kernel holds whose last name this mount removed (unlink, rmdir, rename over it):
@@ -294,8 +297,32 @@ class Filesystem {
   // REQUIRES tree_mu_ (exclusive) and node->name_mu
   void KeepRemoved(Inode& node, int fd, const std::string& target = {});
   Result<core::DirIv> DirIvOf(Inode& dir, int dirfd);
+  // The node for backing object `st`, found as `stored` in `parent` (one lookup reference
+  // taken); a new node's id comes from the object's own file handle, asked of `at_fd` and
+  // `at_name` (an empty name: `at_fd` is the object).
   Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
-                                        const std::string& stored);
+                                        const std::string& stored, int at_fd,
+                                        const std::string& at_name);
+  // A node id that every mount of the vault gives the object `at_fd`/`at_name` (`st`): made from
+  // the backing filesystem's file handle where that is an inode number and a 32-bit generation
+  // (ext2/3/4, XFS with 32-bit inode numbers), the generation's top bit dropped so that ids of
+  // addresses (top bit set) never meet them; 0 where there is none.
+  static uint64_t PersistentId(int at_fd, const std::string& at_name, const struct stat& st);
+  // A node id from an earlier mount (or one forged): the object its backing file handle opens,
+  // if the backing filesystem still has it and it lies inside the vault, reached again by its
+  // path from the cipher root (needs CAP_DAC_READ_SEARCH, which a root daemon has).
+  // REQUIRES tree_mu_ (shared)
+  Result<Entry> ResolvePersistentId(uint64_t nodeid);
+  // The stored names from the cipher root to the object `fd` as the backing filesystem knows its
+  // path (not checked), or none where it names none inside the vault.
+  std::vector<std::string> PathInVault(int fd) const;
+  // The stored names leading to a non-directory entry with inode number `ino`, searched for
+  // through the whole vault (a bounded search), or none.
+  std::vector<std::string> FindInVault(uint64_t ino) const;
+  // `parts` walked from the cipher root, each level interned: the entry of the last if it is
+  // the object `st` with node id `nodeid`, else ESTALE. REQUIRES tree_mu_ (shared)
+  Result<Entry> WalkToPersistentId(const std::vector<std::string>& parts, const struct stat& st,
+                                   uint64_t nodeid);
   Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, int dirfd, const std::string& stored);
   // A known node's entry, reached through its first name that still leads to it (ESTALE if
   // none does). REQUIRES tree_mu_ (shared)
@@ -358,8 +385,11 @@ class Filesystem {
   // Nodes displaced from table_ (their backing inode number was reused) that the kernel has
   // not forgotten yet: kept alive so their node ids never dangle. GUARDED_BY(table_mu_)
   std::map<Inode*, std::shared_ptr<Inode>> orphans_;
-  // The node ids of every node in table_ and orphans_: what a file handle may name.
-  std::unordered_set<uint64_t> known_;  // GUARDED_BY(table_mu_)
+  // The node ids of every node in table_ and orphans_: what a file handle may name, and where
+  // Get finds a node whose id is not its address. Changed under table_mu_ and ids_mu_
+  // (exclusive); Get reads it under ids_mu_ (shared) alone.
+  std::unordered_map<uint64_t, Inode*> known_;
+  mutable std::shared_mutex ids_mu_;
   // Nodes of table_ the kernel forgot, oldest first, at most options_.handle_cache of them.
   std::list<Inode*> forgotten_;   // GUARDED_BY(table_mu_)
   uint32_t next_generation_ = 1;  // GUARDED_BY(table_mu_); starts at random per mount

@@ -53,6 +53,11 @@ class NameCodec {
   // "xattr name"), whatever its length; the value stored is base64-free binary
   // nonce || SIV(AD: nonce, "xattr value", stored name; u8 length || name || value), so a
   // listing recovers the names and a value cannot be moved to another attribute name.
+  // A 32-bit pseudorandom function of a mount's node id (the synthetic IV of its 8 bytes sealed
+  // under the role "file handle"), never 0: the generation of a node whose id persists across
+  // mounts, so that a handle names the same object in every mount of this vault only.
+  uint32_t HandleGeneration(uint64_t nodeid) const;
+
   static constexpr std::string_view kXattrPrefix = "user.sigilfs.";
   Result<std::string> XattrStoredName(std::string_view name) const;
   Result<std::vector<uint8_t>> SealXattr(std::string_view stored, std::string_view name,
