@@ -65,6 +65,15 @@ int OpenAtAnyLength(int dirfd, const std::string& path, int flags) {
   return fd;
 }
 
+// `open(flags)`, and where O_NOATIME among them is refused (EPERM: a file the daemon does not
+// own, without CAP_FOWNER), `open` without it: the access time then moves, as it must somewhere.
+template <typename Open>
+int OpenKeepingAtime(int flags, Open open) {
+  const int fd = open(flags);
+  if (fd >= 0 || errno != EPERM || (flags & O_NOATIME) == 0) return fd;
+  return open(flags & ~O_NOATIME);
+}
+
 // SIGILFS_DEBUG_OPS=1 logs every change the daemon makes to the cipher tree (names are the
 // stored, encrypted ones: no plaintext): for investigating divergences.
 bool DebugOps() {
@@ -300,12 +309,11 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
         if (node.removed_fd < 0) return Status(Code::kNotFound, "unlinked");
         // Removed here while the kernel holds it: through the descriptor kept for it. O_PATH
         // asks for the object itself; anything else reopens it (the magic link is followed).
-        int fd = (flags & O_PATH) != 0
-                     ? ::fcntl(node.removed_fd, F_DUPFD_CLOEXEC, 0)
-                     : ::open(ProcPath(node.removed_fd).c_str(), (flags & ~O_NOFOLLOW) | O_CLOEXEC);
-        if (fd < 0 && errno == EPERM && (flags & O_NOATIME) != 0)
-          fd = ::open(ProcPath(node.removed_fd).c_str(),
-                      (flags & ~(O_NOFOLLOW | O_NOATIME)) | O_CLOEXEC);
+        const int fd = (flags & O_PATH) != 0
+                           ? ::fcntl(node.removed_fd, F_DUPFD_CLOEXEC, 0)
+                           : OpenKeepingAtime(flags & ~O_NOFOLLOW, [&](int f) {
+                               return ::open(ProcPath(node.removed_fd).c_str(), f | O_CLOEXEC);
+                             });
         if (fd < 0) return Errno("open");
         struct stat st;
         if (::fstat(fd, &st) != 0) {
@@ -323,9 +331,8 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
       first = node.names.front().stored;
     }
     const std::string path = PathLocked(inode);
-    int fd = OpenAtAnyLength(volume_->root_fd(), path, flags | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0 && errno == EPERM && (flags & O_NOATIME) != 0)
-      fd = OpenAtAnyLength(volume_->root_fd(), path, (flags & ~O_NOATIME) | O_CLOEXEC | O_NOFOLLOW);
+    int fd = OpenKeepingAtime(flags | O_CLOEXEC | O_NOFOLLOW,
+                              [&](int f) { return OpenAtAnyLength(volume_->root_fd(), path, f); });
     if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP) return Errno("open");
     struct stat st;
     if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_dev == inode.key_dev &&
@@ -845,9 +852,8 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   int fd = ::openat(dirfd, stored.c_str(), kOpen | O_CREAT | O_EXCL, modes.initial());
   const bool created = fd >= 0;
   if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0) {
-    fd = ::openat(dirfd, stored.c_str(), kOpen);  // lost a race with another creator
-    if (fd < 0 && errno == EPERM && (kOpen & O_NOATIME) != 0)
-      fd = ::openat(dirfd, stored.c_str(), kOpen & ~O_NOATIME);
+    // Lost a race with another creator.
+    fd = OpenKeepingAtime(kOpen, [&](int f) { return ::openat(dirfd, stored.c_str(), f); });
   }
   if (fd < 0) return Errno("create");
   if (DebugOps())
