@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_support/mount.h"
@@ -316,6 +317,39 @@ TEST_F(MountEnospcTest, ALargeWriteIntoAFullDiskChangesNothingPastWhatItReturns)
   ::close(fd);
   ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
   ExpectContents("data", model);
+  ExpectFsckClean();
+}
+
+// A symlink whose target is too long for the cipher link itself keeps its sealed target in a
+// side file of the vault root, written first: on a full disk the symlink fails with ENOSPC and
+// leaves neither a link nor a side file; once space is back it works.
+TEST_F(MountEnospcTest, ALongSymlinkOnAFullDiskLeavesNothingBehind) {
+  ASSERT_GT(FillUp("filler", 64 * 1024, true), 0u);
+  auto side_files = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(cipher_))
+      n += e.path().filename().string().rfind("sigilfs.target.", 0) == 0;
+    return n;
+  };
+  const std::string target(4000, 't');
+  if (::symlink(target.c_str(), path("link").c_str()) != 0) {
+    EXPECT_EQ(errno, ENOSPC) << test::ErrnoName(errno);
+    EXPECT_FALSE(std::filesystem::is_symlink(path("link"))) << "a failed symlink left its link";
+    EXPECT_EQ(side_files(), 0u) << "a failed symlink left its target's side file";
+  } else {
+    // The side file fit in what was left: then the link is whole.
+    EXPECT_EQ(std::filesystem::read_symlink(path("link")).string(), target);
+    ASSERT_TRUE(test::Ok(::unlink(path("link").c_str())));
+    EXPECT_EQ(side_files(), 0u) << "removing the link left its target's side file";
+  }
+  ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));
+  // The daemon lets go of the filler's descriptor, and so of its space, after the unlink
+  // returns (the kernel's release comes in the background): wait for the space.
+  for (int i = 0; i < 500 && small_->FreeBytes() < kMiB; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(test::Ok(::symlink(target.c_str(), path("link").c_str())));
+  EXPECT_EQ(std::filesystem::read_symlink(path("link")).string(), target);
+  EXPECT_EQ(side_files(), 1u);
   ExpectFsckClean();
 }
 
