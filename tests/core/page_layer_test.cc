@@ -821,28 +821,17 @@ TEST_P(PageLayerTest, OneLargeReadOfAnyPageCountReadsBack) {
   }
 }
 
-// A backing file whose writes, once armed, wait at a gate until the test opens it: a write-back
-// can be held with its pages in flight.
-class GatedBackingFile final : public test::ForwardingBackingFile {
+// A gate the calls of a backing file wait at, once armed, until the test opens it.
+class Gate {
  public:
-  using ForwardingBackingFile::ForwardingBackingFile;
-  Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
-    std::unique_lock lock(mu_);
-    if (armed_) {
-      ++waiting_;
-      cv_.notify_all();
-      cv_.wait(lock, [this] { return !armed_; });
-    }
-    lock.unlock();
-    return ForwardingBackingFile::WriteAt(bufs, offset);
-  }
   void Arm() {
     std::lock_guard lock(mu_);
     armed_ = true;
   }
-  void WaitForWriter() {
+  // Until at least one call waits at the gate.
+  void WaitForHeld() {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return waiting_ > 0; });
+    cv_.wait(lock, [this] { return held_ > 0; });
   }
   void Open() {
     std::lock_guard lock(mu_);
@@ -850,11 +839,32 @@ class GatedBackingFile final : public test::ForwardingBackingFile {
     cv_.notify_all();
   }
 
+ protected:
+  // Waits while armed; with `first_only`, only the first call to come (later ones pass).
+  void Hold(bool first_only) {
+    std::unique_lock lock(mu_);
+    if (!armed_ || (first_only && held_ > 0)) return;
+    ++held_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !armed_; });
+  }
+
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false;  // GUARDED_BY(mu_)
-  int waiting_ = 0;     // GUARDED_BY(mu_)
+  int held_ = 0;        // GUARDED_BY(mu_) calls that waited
+};
+
+// A backing file whose writes, once armed, wait at a gate until the test opens it: a write-back
+// can be held with its pages in flight.
+class GatedBackingFile final : public test::ForwardingBackingFile, public Gate {
+ public:
+  using ForwardingBackingFile::ForwardingBackingFile;
+  Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
+    Hold(false);
+    return ForwardingBackingFile::WriteAt(bufs, offset);
+  }
 };
 
 // A write-back seals dirty pages straight from their cached buffers. A write to a page while it
@@ -884,7 +894,7 @@ TEST_P(PageLayerTest, ConcurrentWritesToPagesInFlightGoToACopyAndAreStoredNext) 
   gate->Arm();
   Status flushed;
   std::thread flusher([&] { flushed = f->Flush(); });
-  gate->WaitForWriter();
+  gate->WaitForHeld();
   // Pages early and late in the write-back, partly and wholly rewritten while it is held.
   for (size_t p : {size_t{1}, kPages / 2, kPages - 2}) {
     const auto partial = Pattern(100, static_cast<uint32_t>(10 + p));
@@ -938,7 +948,7 @@ TEST_P(PageLayerTest, TriggeredWriteBackRunsBesideTheWriter) {
     FAIL() << "the write that triggered the write-back waited for it";
   }
   ASSERT_TRUE(writer.get());
-  gate->WaitForWriter();  // the job is held in its write
+  gate->WaitForHeld();  // the job is held in its write
   // More pages (fewer than the next batch) and a change to a page in flight, while held.
   for (size_t p = 8; p < 13; ++p)
     ASSERT_EQ(*f->Write(p * 4096, ByteSpan(want).subspan(p * 4096, 4096)), 4096u);
@@ -1090,38 +1100,13 @@ TEST_P(PageLayerTest, ConcurrentTruncatesReadsAndPartialWritesNeverFail) {
 
 // A backing file whose first read once armed waits at a gate until the test opens it (later
 // reads pass): a read can be held between its look at the size and its look at the cache.
-class ReadGatedBackingFile final : public test::ForwardingBackingFile {
+class ReadGatedBackingFile final : public test::ForwardingBackingFile, public Gate {
  public:
   using ForwardingBackingFile::ForwardingBackingFile;
   Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
-    std::unique_lock lock(mu_);
-    if (armed_ && waiting_ == 0) {
-      ++waiting_;
-      cv_.notify_all();
-      cv_.wait(lock, [this] { return !armed_; });
-    }
-    lock.unlock();
+    Hold(true);
     return ForwardingBackingFile::ReadAt(buf, offset);
   }
-  void Arm() {
-    std::lock_guard lock(mu_);
-    armed_ = true;
-  }
-  void WaitForReader() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return waiting_ > 0; });
-  }
-  void Open() {
-    std::lock_guard lock(mu_);
-    armed_ = false;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool armed_ = false;  // GUARDED_BY(mu_)
-  int waiting_ = 0;     // GUARDED_BY(mu_)
 };
 
 // A read that has already copied the first pages from the cache, and then meets a truncate below
@@ -1147,7 +1132,7 @@ TEST_P(PageLayerTest, AReadOvertakenByAShrinkingTruncateReturnsShort) {
     std::vector<uint8_t> out(8 * 4096);
     return f->Read(0, out);
   });
-  gate->WaitForReader();  // page 0 copied, pages 1-7 being fetched
+  gate->WaitForHeld();  // page 0 copied, pages 1-7 being fetched
   ASSERT_TRUE(f->Truncate(100).ok());
   gate->Open();
   if (reader.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
@@ -1162,45 +1147,19 @@ TEST_P(PageLayerTest, AReadOvertakenByAShrinkingTruncateReturnsShort) {
 
 // A backing file whose first large write (64 KiB or more) or punch, once armed, waits at a gate
 // until the test opens it: a change past the cache can be held while it is under way.
-class WriteGatedBackingFile final : public test::ForwardingBackingFile {
+class WriteGatedBackingFile final : public test::ForwardingBackingFile, public Gate {
  public:
   using ForwardingBackingFile::ForwardingBackingFile;
   Status WriteAt(std::span<const ByteSpan> bufs, uint64_t offset) override {
     size_t total = 0;
     for (ByteSpan b : bufs) total += b.size();
-    if (total >= (64u << 10)) Hold();
+    if (total >= (64u << 10)) Hold(true);
     return ForwardingBackingFile::WriteAt(bufs, offset);
   }
   Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) override {
-    if (punch_hole) Hold();
+    if (punch_hole) Hold(true);
     return ForwardingBackingFile::Allocate(offset, length, punch_hole);
   }
-  void Arm() {
-    std::lock_guard lock(mu_);
-    armed_ = true;
-  }
-  void WaitForHeld() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return held_; });
-  }
-  void Open() {
-    std::lock_guard lock(mu_);
-    armed_ = false;
-    cv_.notify_all();
-  }
-
- private:
-  void Hold() {
-    std::unique_lock lock(mu_);
-    if (!armed_ || held_) return;
-    held_ = true;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return !armed_; });
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool armed_ = false;  // GUARDED_BY(mu_)
-  bool held_ = false;   // GUARDED_BY(mu_)
 };
 
 // A partial write into a page that a large write (past the cache) or a punch is changing at that
