@@ -436,9 +436,9 @@ TEST_F(CliVerityTest, FsckReportsAnIvFileKeptOnlyInTheDirectorysAttribute) {
   Put("sub/x", test::Pattern(10, 1));
   const fs::path sub = CipherPath("sub");
   std::array<uint8_t, core::kDirIvSize> attr;
-  if (::getxattr(sub.c_str(), core::kDirIvAttrName, attr.data(), attr.size()) !=
-      static_cast<ssize_t>(attr.size()))
-    GTEST_SKIP() << "the backing filesystem keeps no user attributes";
+  SIGILFS_NEEDS(::getxattr(sub.c_str(), core::kDirIvAttrName, attr.data(), attr.size()) ==
+                    static_cast<ssize_t>(attr.size()),
+                "the backing filesystem keeps no user attributes");
   fs::resize_file(sub / core::kDirIvFileName, 0);
   ProcessResult r = Fsck();
   EXPECT_EQ(r.exit_code, 1);

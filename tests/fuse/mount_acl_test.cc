@@ -158,7 +158,7 @@ class MountAclTest : public ::testing::Test {
  protected:
   void SetUp() override {
     SIGILFS_NEEDS_FUSE();
-    if (!AclToolsPresent()) GTEST_SKIP() << "no setfacl/getfacl (Debian package acl)";
+    SIGILFS_NEEDS(AclToolsPresent(), "no setfacl/getfacl (Debian package acl)");
   }
 };
 
@@ -282,7 +282,7 @@ TEST_F(MountAclTest, DefaultAclsAreInheritedAndTheUmaskAppliesOnlyWithoutThem) {
   EXPECT_EQ(DescribeInheritanceTree(vault.plain()), report);
   // The same steps on the local filesystem give the same answers.
   Reference ext;
-  if (!ext.available()) GTEST_SKIP() << "the temporary directory's filesystem has no ACLs";
+  SIGILFS_NEEDS(ext.available(), "the temporary directory's filesystem has no ACLs");
   ASSERT_EQ(CreateInheritanceTree(ext.root()), "");
   // ext4 keeps the FIFO's ACL, so its mode shows the mask (0664); the rest is the same.
   std::string on_ext4 = DescribeInheritanceTree(ext.root());
@@ -481,7 +481,7 @@ class MountAclOtherUserTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     SIGILFS_NEEDS_FUSE();
-    if (!AclToolsPresent()) GTEST_SKIP() << "no setfacl/getfacl (Debian package acl)";
+    SIGILFS_NEEDS(AclToolsPresent(), "no setfacl/getfacl (Debian package acl)");
     SIGILFS_NEEDS_ROOT("needs root (to serve another user)");
     vault_ = std::make_unique<test::MountedVault>(std::vector<std::string>{"-o", GetParam()});
     fs::permissions(fs::path(vault_->plain()).parent_path(), fs::perms::others_exec,

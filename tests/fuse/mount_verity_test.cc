@@ -38,11 +38,11 @@ bool KernelForwardsVerity() {
 
 bool HaveFsverityTool() { return ::access("/usr/bin/fsverity", X_OK) == 0; }
 
-#define SKIP_UNLESS_SUPPORTED()                                                          \
-  do {                                                                                   \
-    SIGILFS_NEEDS_FUSE();                                                                \
-    if (!KernelForwardsVerity()) GTEST_SKIP() << "kernel before 6.10: no verity ioctls"; \
-    if (!HaveFsverityTool()) GTEST_SKIP() << "the fsverity tool is not installed";       \
+#define SKIP_UNLESS_SUPPORTED()                                                    \
+  do {                                                                             \
+    SIGILFS_NEEDS_FUSE();                                                          \
+    SIGILFS_NEEDS(KernelForwardsVerity(), "kernel before 6.10: no verity ioctls"); \
+    SIGILFS_NEEDS(HaveFsverityTool(), "the fsverity tool is not installed");       \
   } while (0)
 
 void WriteFile(const std::string& path, const std::vector<uint8_t>& data) {

@@ -113,7 +113,7 @@ TEST_F(MountWorkloadTest, TarInAndOut) {
 }
 
 TEST_F(MountWorkloadTest, RsyncInplaceRestoresOverExistingFiles) {
-  if (::access("/usr/bin/rsync", X_OK) != 0) GTEST_SKIP() << "rsync not installed";
+  SIGILFS_NEEDS(::access("/usr/bin/rsync", X_OK) == 0, "rsync not installed");
   const fs::path tree = src_.path() / "tree";
   ProcessResult r = Sh("rsync -aH '" + tree.string() + "/' '" + vault_->path("tree") + "/'");
   ASSERT_EQ(r.exit_code, 0) << r.err;

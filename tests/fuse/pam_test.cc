@@ -85,8 +85,8 @@ class PamTest : public ::testing::Test {
   void SetUp() override {
     const std::string why = test::SystemUser::Unavailable();
     SIGILFS_NEEDS(why.empty(), why);
-    if (::access(kPamtester, X_OK) != 0)
-      GTEST_SKIP() << "no pamtester (scripts/install-deps.sh installs it)";
+    SIGILFS_NEEDS(::access(kPamtester, X_OK) == 0,
+                  "no pamtester (scripts/install-deps.sh installs it)");
     SIGILFS_NEEDS_FUSE();
     // The account runs sigilfs and reaches its home: both must be reachable by others (the
     // build tree may not be), so the binary is copied next to the homes.
