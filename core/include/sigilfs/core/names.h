@@ -53,9 +53,9 @@ class NameCodec {
   // "xattr name"), whatever its length; the value stored is base64-free binary
   // nonce || SIV(AD: nonce, "xattr value", stored name; u8 length || name || value), so a
   // listing recovers the names and a value cannot be moved to another attribute name.
-  // A 32-bit pseudorandom function of a mount's node id (the synthetic IV of its 8 bytes sealed
-  // under the role "file handle"), never 0: the generation of a node whose id persists across
-  // mounts, so that a handle names the same object in every mount of this vault only.
+  // A 32-bit function of a mount's node id under the vault's salt (sealed once from the role
+  // "file handle"), never 0: the generation of a node whose id persists across mounts, so that
+  // a handle names the same object in every mount of this vault only.
   uint32_t HandleGeneration(uint64_t nodeid) const;
 
   static constexpr std::string_view kXattrPrefix = "user.sigilfs.";
@@ -78,8 +78,10 @@ class NameCodec {
   static bool IsReserved(std::string_view stored);
 
  private:
-  explicit NameCodec(std::unique_ptr<crypt::AesSiv> siv) : siv_(std::move(siv)) {}
+  NameCodec(std::unique_ptr<crypt::AesSiv> siv, uint64_t handle_salt)
+      : siv_(std::move(siv)), handle_salt_(handle_salt) {}
   std::unique_ptr<crypt::AesSiv> siv_;
+  uint64_t handle_salt_;  // the vault's, for HandleGeneration
 };
 
 }  // namespace sigilfs::core
