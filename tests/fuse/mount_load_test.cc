@@ -974,8 +974,16 @@ TEST(MountLoadTest, ProcessesUnderMixedLoadKeepTheDaemonBounded) {
     std::error_code ec;
     const std::string fd_dir = "/proc/" + std::to_string(daemon) + "/fd";
     for (auto it = fs::directory_iterator(fd_dir, ec); !ec && it != fs::directory_iterator();
-         it.increment(ec))
-      held += "\n  " + fs::read_symlink(it->path(), ec).string();
+         it.increment(ec)) {
+      // With its open flags (O_PATH is 010000000): a kept removed object, or an open file.
+      std::ifstream info("/proc/" + std::to_string(daemon) + "/fdinfo/" +
+                         it->path().filename().string());
+      std::string line, flags;
+      while (std::getline(info, line))
+        if (line.rfind("flags:", 0) == 0) flags = line.substr(6);
+      held += "\n  " + it->path().filename().string() + " " +
+              fs::read_symlink(it->path(), ec).string() + " (flags" + flags + ")";
+    }
   }
 
   // The figures.

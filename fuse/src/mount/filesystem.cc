@@ -15,6 +15,7 @@
 #include <deque>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "acl.h"
 #include "log.h"
@@ -207,7 +208,15 @@ void Filesystem::ReleaseLocked(
   // kept current, and is this directory's node again when looked up. (Anything else holding
   // it briefly keeps it too: it is then dropped with its last child, or looked up again.)
   UnrememberLocked(*it->second);  // the list holds plain pointers
-  if (S_ISDIR(it->second->type) && it->second.use_count() > 1) return;
+  if (S_ISDIR(it->second->type) && it->second.use_count() > 1) {
+    // A removed directory (no name left) goes whoever holds it: nothing can rename it or look
+    // it up again, and a node still naming it has a stale name. Kept, it would stay for good,
+    // with its descriptor (Inode::removed_fd) and its cipher directory on the backing store,
+    // when the holder was no child but a request still finishing on another thread, whose
+    // reply had already let the kernel forget the node.
+    std::lock_guard name_lock(it->second->name_mu);
+    if (!it->second->names.empty()) return;
+  }
   std::shared_ptr<Inode> node = std::move(it->second);
   table_.erase(it);
   {
@@ -411,6 +420,7 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::shared_ptr<Inode>& parent,
                                                   const std::string& stored, int at_fd,
                                                   const std::string& at_name) {
+  std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
   std::lock_guard lock(table_mu_);
   auto& slot = table_[{st.st_dev, st.st_ino}];
   if (slot) {
@@ -450,11 +460,15 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
     if (!alive) {
       if (slot->nlookup > 0) {
         orphans_[slot.get()] = slot;  // the kernel may still use its id
+        slot.reset();
       } else {
-        std::unique_lock ids(ids_mu_);
-        known_.erase(NodeId(*slot));
+        {
+          std::unique_lock ids(ids_mu_);
+          known_.erase(NodeId(*slot));
+        }
+        // As when forgotten: a directory kept only for it as a child goes with it.
+        DropLocked(std::exchange(slot, nullptr), &dropped);
       }
-      slot.reset();
     }
   }
   if (!slot) {
