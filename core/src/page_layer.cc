@@ -553,7 +553,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
     return true;
   };
   for (;;) {
-    uint64_t first = 0, disk_size = 0, generation = 0, epoch = 0;
+    uint64_t first = 0, disk_size = 0, size = 0, generation = 0, epoch = 0;
     size_t count = 0, requested = 0;  // pages to fetch, and how many of them the read needs
     bool direct = false;
     std::shared_ptr<const Key> key;
@@ -598,6 +598,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
       }
       requested = static_cast<size_t>(std::min<uint64_t>(count, request_last - first + 1));
       disk_size = disk_size_;
+      size = size_;
       key = key_;
       generation = generation_;
       epoch = cache_epoch_;
@@ -649,9 +650,11 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
       continue;
     }
     // A loaded page may be older than a write made since: serve this read from it (the read
-    // began before that write) but cache none of it.
+    // began before that write) but cache none of it. Only up to the size it was loaded at: past
+    // that, the old page holds zeros where the write (an append, say) has put data since, and
+    // the next round reads that part afresh.
     const size_t total =
-        static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - std::min(size_, offset)));
+        static_cast<size_t>(std::min<uint64_t>(out.size(), size - std::min(size, offset)));
     while (done < total) {
       const uint64_t pos = offset + done;
       const uint64_t index = pos / kPageSize;

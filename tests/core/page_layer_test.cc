@@ -1099,14 +1099,21 @@ TEST_P(PageLayerTest, ConcurrentTruncatesReadsAndPartialWritesNeverFail) {
 }
 
 // A backing file whose first read once armed waits at a gate until the test opens it (later
-// reads pass): a read can be held between its look at the size and its look at the cache.
+// reads pass): a read can be held between its look at the size and its look at the cache. With
+// `after_reading`, it waits with the bytes read, so what it returns is the file as it was.
 class ReadGatedBackingFile final : public test::ForwardingBackingFile, public Gate {
  public:
-  using ForwardingBackingFile::ForwardingBackingFile;
+  explicit ReadGatedBackingFile(std::unique_ptr<BackingFile> inner, bool after_reading = false)
+      : ForwardingBackingFile(std::move(inner)), after_reading_(after_reading) {}
   Result<size_t> ReadAt(MutableByteSpan buf, uint64_t offset) override {
-    Hold(true);
-    return ForwardingBackingFile::ReadAt(buf, offset);
+    if (!after_reading_) Hold(true);
+    auto got = ForwardingBackingFile::ReadAt(buf, offset);
+    if (after_reading_) Hold(true);
+    return got;
   }
+
+ private:
+  const bool after_reading_;
 };
 
 // A read that has already copied the first pages from the cache, and then meets a truncate below
@@ -1143,6 +1150,57 @@ TEST_P(PageLayerTest, AReadOvertakenByAShrinkingTruncateReturnsShort) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, 4096u) << "the page read before the truncate, and no more";
   EXPECT_EQ(ReadAll(*f), Pattern(100, 1));
+}
+
+// A read that loads the file's partial last page from the disk while an append fills it, is
+// written back and leaves the cache returns what the file held when the read began, then the
+// record: never the zeros the old page had past its end. It used to serve the old page up to
+// the new size: through the mount, a follower of an appended log read whole records as zeros.
+TEST_P(PageLayerTest, AReadOvertakenByAnAppendReturnsNoBytesThatWereNeverWritten) {
+  PageLayerOptions o;  // a cache of a page or so: each load evicts the least recently used
+  o.cache_bytes = 4 * 4096;
+  o.readahead_pages = 0;
+  o.writeback_pages = 1;
+  Reconfigure(o);
+  const auto old_data = Pattern(6144, 1);  // a page and a half
+  const auto record = Pattern(1237, 2);
+  {
+    auto f = Open("a");
+    WriteAll(*f, 0, old_data);
+  }
+  auto gated = std::make_unique<ReadGatedBackingFile>(backend_.Open("a"), true);
+  ReadGatedBackingFile* gate = gated.get();
+  auto opened = layer_->Open(std::move(gated), "a");
+  ASSERT_TRUE(opened.ok());
+  auto f = std::move(opened).value();
+  std::vector<uint8_t> page(4096);
+  ASSERT_EQ(*f->Read(0, page), 4096u);  // page 0 in, the last page (cached by the open) out
+
+  gate->Arm();
+  auto reader = std::async(std::launch::async, [&]() -> Result<std::vector<uint8_t>> {
+    std::vector<uint8_t> out(2 * 4096);
+    SIGILFS_ASSIGN_OR_RETURN(size_t n, f->Read(4096, out));
+    out.resize(n);
+    return out;
+  });
+  gate->WaitForHeld();  // the last page fetched as it was, 6,144 bytes into the file
+  auto wrote = f->Write(old_data.size(), record);
+  ASSERT_TRUE(wrote.ok()) << wrote.status().ToString();
+  ASSERT_EQ(*wrote, record.size());
+  ASSERT_TRUE(f->Flush().ok());
+  ASSERT_EQ(*f->Read(0, page), 4096u);  // loads page 0 again: the last page leaves the cache
+  gate->Open();
+  auto got = reader.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+
+  std::vector<uint8_t> want(old_data.begin() + 4096, old_data.end());
+  ASSERT_GE(got->size(), want.size()) << "at least what the file held when the read began";
+  want.insert(want.end(), record.begin(), record.end());
+  ASSERT_LE(got->size(), want.size());
+  for (size_t i = 0; i < got->size(); ++i)
+    ASSERT_EQ((*got)[i], want[i]) << "byte " << 4096 + i << " of the file (the record starts at "
+                                  << old_data.size()
+                                  << "): neither what the file held nor the record";
 }
 
 // A backing file whose first large write (64 KiB or more) or punch, once armed, waits at a gate
