@@ -137,12 +137,11 @@ void FollowAppenders(bool check_buffered) {
 
 TEST(MountFollowTest, ReadersFollowingAppendersNeverSeeAnError) { FollowAppenders(false); }
 
-// Open (docs/status.md, 18): a buffered follower now and then reads a record as zeros from the
-// kernel's page cache (its page cached while it ended the file, not updated by the append
-// after), the same with the daemon from before this test's fixes; a later read sees the record.
-// O_DIRECT followers, which ask the daemon, always read whole records. Run it with
-// --gtest_also_run_disabled_tests.
-TEST(MountFollowTest, DISABLED_BufferedFollowersReadEveryRecordWhole) { FollowAppenders(true); }
+// Buffered followers check every record too. They read the kernel's cached pages, filled by
+// the daemon: when a read of the daemon's loaded the file's last page while an append filled
+// it, it served the old page up to the new size, and every follower read the record as zeros
+// (PageLayerTest.AReadOvertakenByAnAppendReturnsNoBytesThatWereNeverWritten).
+TEST(MountFollowTest, BufferedFollowersReadEveryRecordWhole) { FollowAppenders(true); }
 
 }  // namespace
 }  // namespace sigilfs
