@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sigilfs/crypt/secure_bytes.h"
+
 namespace sigilfs::core {
 
 Result<size_t> MemorySource::Read(MutableByteSpan dst) {
@@ -58,31 +60,33 @@ void IovecSource::Consume(size_t n) {
   }
 }
 
-Result<size_t> FdSource::Read(MutableByteSpan dst) {
-  size_t done = 0;
-  if (!pushed_back_.empty()) {
-    done = std::min(dst.size(), pushed_back_.size());
-    if (done > 0) std::memcpy(dst.data(), pushed_back_.data(), done);
-    pushed_back_.erase(pushed_back_.begin(), pushed_back_.begin() + static_cast<long>(done));
-  }
-  while (done < dst.size()) {
-    ssize_t n = ::read(fd_, dst.data() + done, dst.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (done > 0) break;  // report what we have; the error comes back on the next call
-      return Status::FromErrno(errno, "read write data");
-    }
+FdSource::FdSource(int fd, size_t step) : fd_(fd), buffer_(step) {}
+
+FdSource::~FdSource() { crypt::SecureWipe(buffer_); }
+
+Result<size_t> FdSource::Fill() {
+  size_t got = 0;
+  while (got < buffer_.size()) {
+    const ssize_t n = ::read(fd_, buffer_.data() + got, buffer_.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, "read");
     if (n == 0) break;
-    done += static_cast<size_t>(n);
-    break;  // one read per call: a pipe delivers what it has, short
+    got += static_cast<size_t>(n);
   }
-  last_.assign(dst.data(), dst.data() + done);
-  return done;
+  pos_ = 0;
+  end_ = got;
+  return got;
 }
 
-void FdSource::Unread(size_t n) {
-  pushed_back_.insert(pushed_back_.begin(), last_.end() - static_cast<long>(n), last_.end());
-  last_.resize(last_.size() - n);
+Result<size_t> FdSource::Read(MutableByteSpan dst) {
+  const size_t n = std::min(dst.size(), end_ - pos_);
+  if (n > 0) std::memcpy(dst.data(), buffer_.data() + pos_, n);
+  pos_ += n;
+  return n;
+}
+
+ByteSpan FdSource::Peek(size_t max) {
+  return ByteSpan(buffer_).subspan(pos_, std::min(max, end_ - pos_));
 }
 
 Result<size_t> FaultySource::Read(MutableByteSpan dst) {

@@ -590,54 +590,10 @@ int RunExport(const TransferOptions& o) {
   return exporter.problems() == 0 ? 0 : 1;
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // import
-
-// Write data for the page layer: a plain file, read kStep bytes at a time. Each Fill reads the
-// next step; the page layer then takes exactly that much (Read, Unread, Peek and Consume all
-// work on the buffer, which lets whole pages be sealed straight from it).
-class PlainFileSource : public core::Source {
- public:
-  explicit PlainFileSource(int fd) : fd_(fd), buffer_(kStep) {}
-  ~PlainFileSource() override { crypt::SecureWipe(buffer_); }
-  PlainFileSource(const PlainFileSource&) = delete;
-  PlainFileSource& operator=(const PlainFileSource&) = delete;
-
-  // The size of the next step: short only at the end of the file, 0 after it.
-  Result<size_t> Fill() {
-    size_t got = 0;
-    while (got < buffer_.size()) {
-      const ssize_t n = ::read(fd_, buffer_.data() + got, buffer_.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Status::FromErrno(errno, "read");
-      if (n == 0) break;
-      got += static_cast<size_t>(n);
-    }
-    pos_ = 0;
-    end_ = got;
-    return got;
-  }
-
-  Result<size_t> Read(MutableByteSpan dst) override {
-    const size_t n = std::min(dst.size(), end_ - pos_);
-    if (n > 0) std::memcpy(dst.data(), buffer_.data() + pos_, n);
-    pos_ += n;
-    return n;
-  }
-  void Unread(size_t n) override { pos_ -= n; }
-  ByteSpan Peek(size_t max) override {
-    return ByteSpan(buffer_).subspan(pos_, std::min(max, end_ - pos_));
-  }
-  void Consume(size_t n) override { pos_ += n; }
-
- private:
-  int fd_;
-  std::vector<uint8_t> buffer_;  // plaintext: wiped when done
-  size_t pos_ = 0;
-  size_t end_ = 0;
-};
-
-}  // namespace
 
 Result<std::vector<std::string>> ListNames(int dir, const std::string& shown) {
   const int fd = ::dup(dir);
@@ -788,7 +744,7 @@ class Importer {
     auto file = volume_.pages().Open(core::NewPosixBackingFile(fd), path);
     if (!file.ok()) return file.status();
     if (meta.get() < 0) return SysError(path, "dup");
-    PlainFileSource source(in.get());
+    core::FdSource source(in.get(), kStep);
     for (uint64_t offset = 0;;) {
       auto n = source.Fill();
       if (!n.ok()) return n.status().WithContext(shown);

@@ -13,8 +13,8 @@
 
 namespace sigilfs::core {
 
-// A stream of write data that may deliver fewer bytes than asked (a pipe that has not filled
-// yet, a fault in a user buffer). The page layer copies straight from it into cached pages;
+// A stream of write data that may deliver fewer bytes than asked (the end of a step, a fault in
+// a user buffer). The page layer copies straight from it into cached pages;
 // after a short copy into a page it did not read, it hands the bytes back with Unread and
 // retries them as a partial write (the write_end rule of docs/design.md).
 // Thread-safety: REQUIRES external synchronization.
@@ -66,18 +66,31 @@ class IovecSource : public Source {
   size_t off_ = 0;  // within iov_[seg_]
 };
 
-// Reads from a file descriptor (a pipe, a socket, a file at its current offset), keeping the
-// bytes of the latest Read so they can be pushed back.
+// Reads a file descriptor (a file at its current offset, a pipe) a step at a time into a buffer
+// of its own, wiped when the source goes (it holds plaintext). Fill reads the next step;
+// Read, Unread, Peek and Consume then work on what it read, so a writer seals whole pages
+// straight from the buffer. Import feeds the page layer with it.
 class FdSource : public Source {
  public:
-  explicit FdSource(int fd) : fd_(fd) {}
+  static constexpr size_t kDefaultStep = size_t{1} << 20;
+  explicit FdSource(int fd, size_t step = kDefaultStep);
+  ~FdSource() override;
+  FdSource(const FdSource&) = delete;
+  FdSource& operator=(const FdSource&) = delete;
+
+  // Reads the next step, dropping what is left of the one before: its size, short only at the
+  // end of the data, 0 after it.
+  Result<size_t> Fill();
   Result<size_t> Read(MutableByteSpan dst) override;
-  void Unread(size_t n) override;
+  void Unread(size_t n) override { pos_ -= n; }
+  ByteSpan Peek(size_t max) override;
+  void Consume(size_t n) override { pos_ += n; }
 
  private:
   int fd_;
-  std::vector<uint8_t> pushed_back_;  // delivered again before reading the descriptor
-  std::vector<uint8_t> last_;         // bytes of the latest Read
+  std::vector<uint8_t> buffer_;
+  size_t pos_ = 0;  // the next byte to deliver
+  size_t end_ = 0;  // what the latest Fill read
 };
 
 // Test source: wraps another and cuts reads short following a plan: the i-th Read delivers at
