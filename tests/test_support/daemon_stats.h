@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -13,11 +14,12 @@
 
 namespace sigilfs::test {
 
-// The number after "name": in the stats JSON, or -1.
+// Counter `name` of the stats JSON, or -1 (no such counter, or no stats).
 inline long long StatsCounter(const std::string& json, const std::string& name) {
-  const size_t at = json.find("\"" + name + "\": ");
-  if (at == std::string::npos) return -1;
-  return std::stoll(json.substr(at + name.size() + 4));
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return -1;
+  const auto it = j.find(name);
+  return it != j.end() && it->is_number_integer() ? it->get<long long>() : -1;
 }
 
 // Makes the daemon `pid` write its stats file `path` now and returns it ("" if it did not

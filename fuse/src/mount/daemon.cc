@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -49,17 +50,16 @@ void RaiseFileLimit() {
 // file, then rename) so a reader never sees half of it.
 void WriteStats(Filesystem& fs, const std::string& path) {
   const core::PageStats stats = fs.volume().pages().counters().Snapshot();
-  std::string json = "{";
-  for (size_t i = 0; i < stats.size(); ++i) {
-    json += "\n  \"" + std::string(core::PageCounterName(static_cast<core::PageCounter>(i))) +
-            "\": " + std::to_string(stats[i]) + ",";
-  }
+  nlohmann::ordered_json j;
+  for (size_t i = 0; i < stats.size(); ++i)
+    j[core::PageCounterName(static_cast<core::PageCounter>(i))] = stats[i];
   const NodeStats nodes = fs.node_stats();
-  json += "\n  \"nodes\": " + std::to_string(nodes.nodes) +
-          ",\n  \"nodes_remembered\": " + std::to_string(nodes.remembered) +
-          ",\n  \"handle_lookups\": " + std::to_string(nodes.handle_lookups) +
-          ",\n  \"getattrs\": " + std::to_string(nodes.getattrs) +
-          ",\n  \"getxattrs\": " + std::to_string(nodes.getxattrs) + "\n}\n";
+  j["nodes"] = nodes.nodes;
+  j["nodes_remembered"] = nodes.remembered;
+  j["handle_lookups"] = nodes.handle_lookups;
+  j["getattrs"] = nodes.getattrs;
+  j["getxattrs"] = nodes.getxattrs;
+  const std::string json = j.dump(2) + "\n";
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "we");
   if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() ||
