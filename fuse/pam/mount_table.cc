@@ -1,27 +1,13 @@
-// /proc/self/mountinfo: field 5 is the mount point (with \ooo escapes), the type follows " - ".
+// Whether a sigilfs mount sits on a mount point, from /proc/self/mountinfo.
 #include "mount_table.h"
-
-#include <fstream>
-#include <sstream>
 
 #include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::pam {
 
 bool IsSigilfsMounted(const std::string& mount_point) {
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    if (!(fields >> id >> parent >> dev >> root >> point)) continue;
-    const size_t sep = line.find(" - ");
-    if (sep == std::string::npos) continue;
-    std::istringstream tail(line.substr(sep + 3));
-    std::string type;
-    tail >> type;
-    if (type == "fuse.sigilfs" && sigilfs::fuse::UnescapeMountField(point) == mount_point)
-      return true;
-  }
+  for (const sigilfs::fuse::MountInfoEntry& m : sigilfs::fuse::ReadMountInfo())
+    if (m.type == "fuse.sigilfs" && m.mount_point == mount_point) return true;
   return false;
 }
 

@@ -9,9 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <system_error>
 
@@ -34,22 +32,10 @@ std::string ErrnoText(int err) { return std::generic_category().message(err); }
 // mount order: a `fuse.sigilfs` mount whose source is "sigilfs:" and the cipher directory.
 template <typename Fn>
 void ForEachSigilfsMount(Fn fn) {
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    // id parent major:minor root mount-point options ... - fstype source super-options
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    if (!(fields >> id >> parent >> dev >> root >> point)) continue;
-    const size_t dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream tail(line.substr(dash + 3));
-    std::string type, source;
-    if (!(tail >> type >> source) || type != "fuse.sigilfs") continue;
-    source = UnescapeMountField(source);
-    constexpr std::string_view kPrefix = "sigilfs:";
-    if (source.rfind(kPrefix, 0) != 0) continue;
-    fn(UnescapeMountField(point), source.substr(kPrefix.size()));
-  }
+  constexpr std::string_view kPrefix = "sigilfs:";
+  for (const MountInfoEntry& m : ReadMountInfo())
+    if (m.type == "fuse.sigilfs" && m.source.rfind(kPrefix, 0) == 0)
+      fn(m.mount_point, m.source.substr(kPrefix.size()));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "sigilfs/fuse/mountinfo.h"
 #include "test_support/process.h"
 
 namespace sigilfs::test {
@@ -125,12 +126,9 @@ class SystemUser {
 
   std::vector<std::string> MountPointsUnderHome() const {
     std::vector<std::string> points;
-    std::ifstream in("/proc/self/mountinfo");
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream fields(line);
-      std::string id, parent, dev, root, point;
-      if (!(fields >> id >> parent >> dev >> root >> point)) continue;
-      if (point == home_ || point.rfind(home_ + "/", 0) == 0) points.push_back(point);
+    for (const fuse::MountInfoEntry& m : fuse::ReadMountInfo()) {
+      if (m.mount_point == home_ || m.mount_point.rfind(home_ + "/", 0) == 0)
+        points.push_back(m.mount_point);
     }
     std::sort(points.rbegin(), points.rend());  // inner mounts first
     return points;

@@ -292,22 +292,11 @@ Status RemoveVerified(int dir, const std::string& shown, const VerifiedTree& ver
 
 std::optional<std::string> FindSigilfsMount(const std::vector<std::string>& vaults,
                                             const std::string& mount_point) {
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    if (!(fields >> id >> parent >> dev >> root >> point)) continue;
-    const size_t sep = line.find(" - ");
-    if (sep == std::string::npos) continue;
-    std::istringstream tail(line.substr(sep + 3));
-    std::string type, source;
-    tail >> type >> source;
-    if (type != "fuse.sigilfs") continue;
-    point = sigilfs::fuse::UnescapeMountField(point);
-    source = sigilfs::fuse::UnescapeMountField(source);
-    if (point == mount_point) return point;
+  for (const sigilfs::fuse::MountInfoEntry& m : sigilfs::fuse::ReadMountInfo()) {
+    if (m.type != "fuse.sigilfs") continue;
+    if (m.mount_point == mount_point) return m.mount_point;
     for (const std::string& vault : vaults) {
-      if (source == "sigilfs:" + vault) return point;
+      if (m.source == "sigilfs:" + vault) return m.mount_point;
     }
   }
   return std::nullopt;

@@ -15,8 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
+#include <nlohmann/json.hpp>
 #include <system_error>
 #include <thread>
 
@@ -148,21 +148,9 @@ struct OwnMount {
   std::string options;  // "rw,nosuid,nodev,noatime"
 };
 OwnMount FindOwnMount(const std::string& mountpoint) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
   OwnMount found;
-  while (std::getline(in, line)) {
-    // id parent major:minor root mount-point options ... - fstype source super-options
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point, options;
-    fields >> id >> parent >> dev >> root >> point >> options;
-    const size_t dash = line.find(" - ");
-    if (dash == std::string::npos || UnescapeMountField(point) != mountpoint) continue;
-    std::istringstream tail(line.substr(dash + 3));
-    std::string fstype;
-    tail >> fstype;
-    if (fstype == "fuse.sigilfs") found = {dev, options};
-  }
+  for (const MountInfoEntry& m : ReadMountInfo())
+    if (m.type == "fuse.sigilfs" && m.mount_point == mountpoint) found = {m.device, m.options};
   return found;
 }
 

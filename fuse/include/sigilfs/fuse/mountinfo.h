@@ -1,8 +1,12 @@
-// Reading /proc/self/mountinfo fields: shared by the CLI and the PAM module (header-only, as the
-// module links none of sigilfs' libraries).
+// /proc/self/mountinfo, parsed in one place for the mount, the CLI, the vault lock, the PAM
+// module and the tests (header-only, as the module links none of sigilfs' libraries).
 #pragma once
 
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace sigilfs::fuse {
 
@@ -19,6 +23,43 @@ inline std::string UnescapeMountField(const std::string& field) {
     }
   }
   return out;
+}
+
+// One mount, its paths unescaped.
+struct MountInfoEntry {
+  std::string device;         // "major:minor"
+  std::string mount_point;    // "/home/alice"
+  std::string options;        // per-mount: "rw,nosuid,nodev,relatime"
+  std::string type;           // "fuse.sigilfs"
+  std::string source;         // "sigilfs:/home/.alice.sigilfs"
+  std::string super_options;  // "rw,user_id=1000,group_id=1000,default_permissions"
+};
+
+// One line: id parent major:minor root mount-point options [optional fields...] - type source
+// super-options. nullopt if it does not have that shape.
+inline std::optional<MountInfoEntry> ParseMountInfoLine(const std::string& line) {
+  std::istringstream head(line);
+  std::string id, parent, root;
+  MountInfoEntry e;
+  if (!(head >> id >> parent >> e.device >> root >> e.mount_point >> e.options))
+    return std::nullopt;
+  const size_t dash = line.find(" - ");
+  if (dash == std::string::npos) return std::nullopt;
+  std::istringstream tail(line.substr(dash + 3));
+  if (!(tail >> e.type >> e.source)) return std::nullopt;
+  tail >> e.super_options;
+  e.mount_point = UnescapeMountField(e.mount_point);
+  e.source = UnescapeMountField(e.source);
+  return e;
+}
+
+// Every mount the table lists, in mount order (so the last on a mount point is the one on top).
+inline std::vector<MountInfoEntry> ReadMountInfo(const std::string& path = "/proc/self/mountinfo") {
+  std::vector<MountInfoEntry> mounts;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (auto e = ParseMountInfoLine(line)) mounts.push_back(std::move(*e));
+  return mounts;
 }
 
 }  // namespace sigilfs::fuse
