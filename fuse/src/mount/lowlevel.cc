@@ -143,14 +143,6 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // from the request buffer without a copy.
   conn->want &= ~FUSE_CAP_SPLICE_READ;
   if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) != 0) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-  // No dropping of a file's cached pages whenever its mtime moves (libfuse asks for it by
-  // default). Every change of the data comes through this kernel, and the daemon tells it
-  // itself where the cache must go (a direct write, a failed write-back). The mtime moves
-  // when the daemon writes pages back, not with the writes, so the kernel dropped every page
-  // of a file being appended to over and over; and the drop races a write: it can take the
-  // page a write has just copied in, before the write reaches the daemon, and a read then
-  // caches the page as it was. Followers of a growing log read records as zeros.
-  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   // File handles (open_by_handle_at, NFS export) of nodes the kernel forgot: it asks for them
   // as LOOKUP(node id, "."), and for a directory's parent as LOOKUP(node id, "..").
   if ((conn->capable & FUSE_CAP_EXPORT_SUPPORT) != 0) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
