@@ -9,6 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include "sigilfs/core/page_layer.h"
+#include "sigilfs/crypt/random.h"
+#include "test_support/backends.h"
+#include "test_support/contents.h"
 #include "test_support/pattern.h"
 #include "test_support/temp_dir.h"
 
@@ -85,6 +89,34 @@ TEST(FdSourceTest, AReadErrorFailsTheFill) {
   auto n = source.Fill();
   EXPECT_FALSE(n.ok());
   EXPECT_EQ(n.status().sys_errno(), EISDIR);
+  ::close(fd);
+}
+
+// As import feeds the page layer: a step filled, then written whole from the source. With the
+// default step (256 pages) the middle of each step is sealed straight from the source's buffer.
+TEST(FdSourceTest, ThePageLayerStoresAFileFedStepByStep) {
+  test::TempDir tmp;
+  const auto data = test::Pattern(2 * FdSource::kDefaultStep + 5000, 9);
+  const int fd = WriteFile(tmp.path() / "plain", data);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> key(32);
+  crypt::RandomBytes(key);
+  PageLayer layer(crypt::AeadAlgorithm::kAes256Gcm, key);
+  test::TestBackend backend(test::BackendKind::kMemory);
+  auto file = layer.Open(backend.Open("f"), "f");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  FdSource source(fd);
+  for (uint64_t offset = 0;;) {
+    auto n = source.Fill();
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    if (*n == 0) break;
+    auto written = (*file)->Write(offset, source, *n);
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    ASSERT_EQ(*written, *n);
+    offset += *n;
+  }
+  ASSERT_TRUE((*file)->Sync(false).ok());
+  EXPECT_EQ(test::ReadAll(**file), data);
   ::close(fd);
 }
 

@@ -206,7 +206,9 @@ void Filesystem::ReleaseLocked(
   // the next lookup made a second node for it: paths through the first went stale and
   // OpenInode dropped the child's valid name (link() then failed with ENOENT). So it stays,
   // kept current, and is this directory's node again when looked up. (Anything else holding
-  // it briefly keeps it too: it is then dropped with its last child, or looked up again.)
+  // it briefly, a request finishing on another thread, keeps it too: then it stays until it is
+  // looked up again or its last child goes, memory only, bounded by the vault's directories.
+  // The count cannot tell a child from such a holder.)
   UnrememberLocked(*it->second);  // the list holds plain pointers
   if (S_ISDIR(it->second->type) && it->second.use_count() > 1) {
     // A removed directory (no name left) goes whoever holds it: nothing can rename it or look
