@@ -1180,6 +1180,26 @@ Status FileContents::Sync(bool data_only) {
   return backing_->Sync(data_only);
 }
 
+bool FileContents::DiscardUnstored() {
+  (void)FinishWriteBackJob();  // its failure is the one being given up
+  std::lock_guard wb(writeback_mu_);
+  std::unique_lock lock(mu_);
+  if (!writeback_failing_.load()) return false;
+  const bool changed = !dirty_.empty() || size_ != disk_size_;
+  // Reads under way that loaded pages before this must not serve them past the stored size.
+  ++generation_;
+  const uint64_t stored_pages = PageGeometry::PageCount(disk_size_);
+  for (auto it = pages_.begin(); it != pages_.end();) {
+    if (it->second.dirty() || it->first >= stored_pages)
+      DropPageLocked(it++);
+    else
+      ++it;
+  }
+  size_ = disk_size_;
+  writeback_failing_.store(false);
+  return changed;
+}
+
 // A write-back that fails leaves its pages dirty, and bounds the backlog until one succeeds.
 // REQUIRES writeback_mu_.
 Status FileContents::WriteBackLocked(DirectRun* direct) {

@@ -226,6 +226,20 @@ void Volume::ReleaseName(int dirfd, const std::string& stored) const {
   if (NameCodec::IsLongName(stored)) ::unlinkat(dirfd, NameCodec::SideFileName(stored).c_str(), 0);
 }
 
+Result<std::string> Volume::PlainName(int dirfd, const DirIv& iv, const std::string& stored) const {
+  std::string cipher = stored;
+  if (NameCodec::IsLongName(stored)) {
+    SIGILFS_ASSIGN_OR_RETURN(cipher, ReadSmallAt(dirfd, NameCodec::SideFileName(stored), 4096));
+    if (NameCodec::StoredName(cipher) != stored)
+      return Status(Code::kCorrupt, "long-name side file does not match");
+  } else if (stored.size() > kMaxStoredNameLength) {
+    // Only where the backing filesystem allows longer names: a lookup would store this name
+    // hashed, so listing it would show a name that cannot be opened.
+    return Status(Code::kCorrupt, "encrypted name stored in full past 255 bytes");
+  }
+  return names_->Decrypt(iv, cipher);
+}
+
 Status Volume::ListDirectory(
     int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
     const std::function<void(const std::string&, const Status&)>& damaged) const {
@@ -255,22 +269,7 @@ Status Volume::ListDirectory(
       continue;
     }
     if (NameCodec::IsReserved(stored) && !NameCodec::IsLongName(stored)) continue;
-    std::string cipher = stored;
-    if (NameCodec::IsLongName(stored)) {
-      auto side = ReadSmallAt(dirfd, NameCodec::SideFileName(stored), 4096);
-      if (!side.ok() || NameCodec::StoredName(*side) != stored) {
-        damaged(stored, side.ok() ? Status(Code::kCorrupt, "long-name side file does not match")
-                                  : side.status());
-        continue;
-      }
-      cipher = *side;
-    } else if (stored.size() > kMaxStoredNameLength) {
-      // Only where the backing filesystem allows longer names: a lookup would store this name
-      // hashed, so listing it would show a name that cannot be opened.
-      damaged(stored, Status(Code::kCorrupt, "encrypted name stored in full past 255 bytes"));
-      continue;
-    }
-    auto plain = names_->Decrypt(iv, cipher);
+    auto plain = PlainName(dirfd, iv, stored);
     if (!plain.ok()) {
       damaged(stored, plain.status());
       continue;

@@ -1388,6 +1388,51 @@ TEST_P(PageLayerTest, AFailedShrinkingTruncateLeavesEveryByteReadable) {
   }
 }
 
+// Giving up after a failed write-back leaves the file as its cipher file holds it, in this
+// open (what the mount serves after a failed close) exactly as after reopening: the appended
+// pages gone, an overwritten stored page back to its stored bytes, the size the stored one.
+// Nothing is dropped while write-backs succeed, and the file works on afterwards.
+TEST_P(PageLayerTest, DiscardingWhatAFailedWriteBackCouldNotStoreLeavesTheStoredFile) {
+  const auto stored = Pattern(5 * 4096 + 700, 60);
+  {
+    auto f = Open("d");
+    WriteAll(*f, 0, stored);
+  }
+  auto armed = std::make_unique<ArmedFailureBackingFile>(backend_.Open("d"));
+  ArmedFailureBackingFile* fault = armed.get();
+  auto f = std::move(layer_->Open(std::move(armed), "d")).value();
+  const auto more = Pattern(3 * 4096 + 10, 61);
+  ASSERT_EQ(*f->Write(2 * 4096, Pattern(4096, 62)), 4096u);  // an overwrite, stored
+  ASSERT_TRUE(f->Flush().ok());
+  EXPECT_FALSE(f->DiscardUnstored()) << "nothing failed, nothing to give up";
+  auto want = stored;
+  const auto page2 = Pattern(4096, 62);
+  std::copy(page2.begin(), page2.end(), want.begin() + 2 * 4096);
+  EXPECT_EQ(ReadAll(*f), want);
+
+  ASSERT_EQ(*f->Write(4096, Pattern(100, 63)), 100u);  // into a stored page, then an append
+  ASSERT_EQ(*f->Write(stored.size(), more), more.size());
+  fault->fail_writes = true;
+  EXPECT_FALSE(f->Flush().ok());
+  EXPECT_EQ(f->size(), stored.size() + more.size()) << "kept for a retry until given up";
+  fault->fail_writes = false;
+  EXPECT_TRUE(f->DiscardUnstored());
+  EXPECT_EQ(f->size(), want.size());
+  EXPECT_EQ(ReadAll(*f), want);
+  EXPECT_FALSE(f->DiscardUnstored());
+  ASSERT_TRUE(f->Flush().ok()) << "nothing left to store";
+
+  // Writes work on from the stored file, and are stored.
+  const auto tail = Pattern(5000, 64);
+  ASSERT_EQ(*f->Write(want.size(), tail), tail.size());
+  want.insert(want.end(), tail.begin(), tail.end());
+  ASSERT_TRUE(f->Flush().ok());
+  EXPECT_EQ(ReadAll(*f), want);
+  f.reset();
+  auto g = Open("d");
+  EXPECT_EQ(ReadAll(*g), want) << "after reopening";
+}
+
 // A daemon builds its volume and then forks (fuse_daemonize), and threads do not survive
 // fork(): large (parallel) writes must work in a child whether or not the parent had used the
 // crypto workers before forking. The first case hung before the workers started lazily.

@@ -1034,13 +1034,45 @@ Result<uint64_t> Filesystem::DoSeekData(Inode& inode, uint64_t offset, bool data
   return c->SeekData(offset, data);
 }
 
-Status Filesystem::DoFlush(Inode& inode) {
+Status Filesystem::DoFlush(Inode& inode, bool* gave_up) {
+  *gave_up = false;
   std::shared_ptr<core::FileContents> c;
   {
     std::lock_guard lock(inode.mu);
     c = inode.contents;
   }
-  return c ? c->Flush() : Status::Ok();
+  if (!c) return Status::Ok();
+  Status s = c->Flush();
+  // The closer of the only open file is told its data did not all reach the disk; what could
+  // not be stored goes now, before close returns, so that what is read from here on is what
+  // the cipher file holds, and the kernel can be told so while nobody is reading (a release
+  // comes after close has returned). With the file open elsewhere the pages stay for a later
+  // flush to retry; the last release gives them up.
+  if (!s.ok()) {
+    std::lock_guard lock(inode.mu);
+    if (inode.open_count == 1 && inode.contents == c) *gave_up = c->DiscardUnstored();
+  }
+  return s;
+}
+
+std::vector<Filesystem::KernelName> Filesystem::NamesOf(Inode& inode) {
+  std::shared_lock tree(tree_mu_);
+  std::vector<Inode::Name> names;
+  {
+    std::lock_guard lock(inode.name_mu);
+    names = inode.names;
+  }
+  std::vector<KernelName> out;
+  for (const Inode::Name& n : names) {
+    auto dirfd = OpenInode(*n.parent, O_PATH | O_DIRECTORY);
+    if (!dirfd.ok()) continue;
+    Fd dir(*dirfd);
+    auto iv = DirIvOf(*n.parent, dir.get());
+    if (!iv.ok()) continue;
+    auto plain = volume_->PlainName(dir.get(), *iv, n.stored);
+    if (plain.ok()) out.push_back({NodeId(*n.parent), std::move(plain).value()});
+  }
+  return out;
 }
 
 Status Filesystem::DoFsync(Inode& inode, bool datasync) {

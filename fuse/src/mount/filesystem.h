@@ -190,7 +190,16 @@ class Filesystem {
   // fallocate (mode as fallocate(2)) and lseek SEEK_DATA/SEEK_HOLE on an open regular file.
   Status DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t length);
   Result<uint64_t> DoSeekData(Inode& inode, uint64_t offset, bool data);
-  Status DoFlush(Inode& inode);
+  // A flush that fails for the only open file of `inode` gives up what could not be stored
+  // (`*gave_up`: the size or contents changed behind the kernel, which must be told).
+  Status DoFlush(Inode& inode, bool* gave_up);
+  // The names the kernel may cache for `inode`: (parent node id, plaintext name) for each of
+  // its names that still decrypts.
+  struct KernelName {
+    uint64_t parent;
+    std::string name;
+  };
+  std::vector<KernelName> NamesOf(Inode& inode);
   // Clears set-user-ID, and set-group-ID where the group may execute or the caller is not in
   // the file's group, as a write, truncate, O_TRUNC open or fallocate by a caller without
   // CAP_FSETID must (the kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2; the rule

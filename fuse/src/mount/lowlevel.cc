@@ -143,6 +143,14 @@ void Init(void* userdata, fuse_conn_info* conn) {
   // from the request buffer without a copy.
   conn->want &= ~FUSE_CAP_SPLICE_READ;
   if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) != 0) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // No dropping of a file's cached pages whenever a GETATTR shows its mtime moved (libfuse
+  // asks for it by default). The drop races a page-cache write: it can take the page a write
+  // has just copied in, before the write reaches the daemon, and a read then caches the page
+  // as the daemon still has it, zeros past the old end; followers of a growing log read
+  // records as zeros. Every change of the data comes through this kernel, and the daemon
+  // tells it itself where the cache must go: a direct write (Write), data a failed write-back
+  // gave up (ForgetGivenUp).
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   // File handles (open_by_handle_at, NFS export) of nodes the kernel forgot: it asks for them
   // as LOOKUP(node id, "."), and for a directory's parent as LOOKUP(node id, "..").
   if ((conn->capable & FUSE_CAP_EXPORT_SUPPORT) != 0) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
@@ -317,8 +325,30 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, f
   fuse_reply_write(req, *n);
 }
 
+// The daemon gave up what a full disk (or a failing one) would not store: the file is shorter
+// than the kernel thinks, or holds older bytes. Only the daemon knows, and without
+// auto_inval_data the kernel asks for the size again only when a read goes past the size it
+// has, so it is told: its pages and attributes of the file go, and so do its entries for the
+// file's names, so that the next open looks the file up and takes the size from the answer.
+// (Reading within a size it still takes for true, the kernel would fill what the daemon no
+// longer has with zeros.)
+void ForgetGivenUp(fuse_req_t req, fuse_ino_t ino, Inode& inode) {
+  fuse_session* se = g_session.load();
+  if (se == nullptr) return;
+  fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+  for (const Filesystem::KernelName& n : Fs(req).NamesOf(inode))
+    fuse_lowlevel_notify_inval_entry(se, n.parent, n.name.data(), n.name.size());
+}
+
 void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  ReplyStatus(req, Fs(req).DoFlush(*InodeOf(req, ino)));
+  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
+  bool gave_up = false;
+  const Status s = Fs(req).DoFlush(*inode, &gave_up);
+  // Before the reply: close returns only once the kernel has let go, so that the closer, and
+  // whoever it tells, reads what is stored. The closing process holds no page or directory
+  // lock of the file here.
+  if (gave_up) ForgetGivenUp(req, ino, *inode);
+  ReplyStatus(req, s);
 }
 
 void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
@@ -359,12 +389,10 @@ void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const std::shared_ptr<Inode> inode = InodeOf(req, ino);
   const Status s = Fs(req).DoRelease(*inode, Writer(fi));
   ReplyStatus(req, s);
-  // The last write-back failed (a full disk; the writer saw it at close) and the pages it could
-  // not store went with the file's contents. The kernel still caches them and the size they
-  // gave the file: make it forget both, so reads show what is stored. After the reply, so the
-  // kernel is not waiting on this request while it invalidates.
-  fuse_session* se = g_session.load();
-  if (!s.ok() && se != nullptr) fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+  // The last write-back failed (a full disk; a writer saw it at its close) and the pages it
+  // could not store went with the file's contents. After the reply, so the kernel is not
+  // waiting on this request while it invalidates.
+  if (!s.ok()) ForgetGivenUp(req, ino, *inode);
 }
 
 // The fs-verity ioctls (Linux 6.10 and later forward them with their payload), and the inode

@@ -161,6 +161,11 @@ class FileContents {
   Status Flush();
   // Flush, then fsync/fdatasync the cipher file.
   Status Sync(bool data_only);
+  // After a write-back failed (and a Flush or Sync reported it): gives up what could not be
+  // stored, so the file is again what its cipher file holds (shorter, or with the pages it had
+  // before), as a reopen would find it. True if that changed the size or any byte; false, and
+  // nothing dropped, while no write-back is failing.
+  bool DiscardUnstored();
 
   // fs-verity. Seals the file: hashes its contents into an fs-verity Merkle tree (salt of at most
   // 32 bytes), stores the tree and a record after the data, and from then on refuses changes

@@ -67,6 +67,9 @@ class Volume {
   Status PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const;
   // Removes the side file of a long stored name (after its entry is gone); no-op otherwise.
   void ReleaseName(int dirfd, const std::string& stored) const;
+  // The plaintext name of entry `stored` of `dirfd` (a long one's through its side file);
+  // kAuthFailed or kCorrupt if it was not made for this directory.
+  Result<std::string> PlainName(int dirfd, const DirIv& iv, const std::string& stored) const;
 
   // Lists `dirfd` (an O_RDONLY directory descriptor, whose stream position is used) from the
   // telldir cookie `offset`, calling `emit` until it returns false ("." and ".." included, the
