@@ -3,7 +3,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "sigilfs/core/page_layer.h"
@@ -36,8 +35,8 @@ struct FileContents::Sealed {
   // 1/128 of the data and pins less, so the cache is bounded (and simply emptied when full: the
   // blocks of a sequential read are reread once per pass).
   static constexpr size_t kMaxCachedBlocks = 4096;  // 16 MiB
-  mutable std::mutex mu;
-  mutable std::unordered_map<uint64_t, TreeBlock> verified;  // GUARDED_BY(mu)
+  mutable Mutex mu;
+  mutable std::unordered_map<uint64_t, TreeBlock> verified SIGILFS_GUARDED_BY(mu);
 };
 
 }  // namespace sigilfs::core

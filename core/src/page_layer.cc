@@ -52,7 +52,7 @@ class PageBufferPool {
       return p;
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!free_.empty()) {
         uint8_t* p = free_.back();
         free_.pop_back();
@@ -71,7 +71,7 @@ class PageBufferPool {
     size_t i = 0;
     for (; i < pages.size() && local.free.size() < kPerThread; ++i) local.free.push_back(pages[i]);
     if (i == pages.size()) return;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (; i < pages.size() && free_.size() < kMaxPooled; ++i) free_.push_back(pages[i]);
     for (; i < pages.size(); ++i) delete[] pages[i];
   }
@@ -92,8 +92,8 @@ class PageBufferPool {
     thread_local ThreadCache cache;
     return cache;
   }
-  std::mutex mu_;
-  std::vector<uint8_t*> free_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<uint8_t*> free_ SIGILFS_GUARDED_BY(mu_);
 };
 
 // Gives evicted buffers back to the pool. Wiping them is a pass over memory long out of the CPU's
@@ -177,7 +177,10 @@ PageLayer::~PageLayer() = default;
 Result<std::unique_ptr<FileContents>> PageLayer::Open(std::unique_ptr<BackingFile> backing,
                                                       std::string label) {
   std::unique_ptr<FileContents> f(new FileContents(*this, std::move(backing), std::move(label)));
-  SIGILFS_RETURN_IF_ERROR(f->Load());
+  {
+    WriterLock lock(f->mu_);  // nobody else has it yet; held so the checker sees Load's rules
+    SIGILFS_RETURN_IF_ERROR(f->Load());
+  }
   return f;
 }
 
@@ -189,7 +192,7 @@ FileContents::~FileContents() {
   // Best effort; callers that care call Flush and see the error. It also waits for a
   // write-back job, which refers to this file.
   (void)Flush();
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   layer_.cached_pages_.fetch_sub(pages_.size(), std::memory_order_relaxed);
 }
 
@@ -288,7 +291,7 @@ Result<std::shared_ptr<const FileContents::Key>> FileContents::EnsureKeyLocked()
 }
 
 uint64_t FileContents::size() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   return size_;
 }
 
@@ -549,7 +552,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
   auto RetryOnce = [&](const Status& s) {
     if (retried || (s.code() != Code::kAuthFailed && s.code() != Code::kCorrupt)) return false;
     retried = true;
-    std::lock_guard wait(writeback_mu_);
+    MutexLock wait(writeback_mu_);
     return true;
   };
   for (;;) {
@@ -558,7 +561,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
     bool direct = false;
     std::shared_ptr<const Key> key;
     {
-      std::shared_lock lock(mu_);
+      ReaderLock lock(mu_);
       // A truncate may have cut the file below what this read already returned: what exists
       // (perhaps nothing) is the answer, short.
       if (offset + done >= size_) return done;
@@ -611,7 +614,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
       Status s = LoadPages(key.get(), first, count, disk_size, dest, good);
       bool stale;
       {
-        std::shared_lock lock(mu_);
+        ReaderLock lock(mu_);
         stale = generation != generation_;
       }
       if (stale) continue;  // truncated meanwhile: read again under the new size
@@ -639,7 +642,7 @@ Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
       if (done > 0) return done;
       return s;
     }
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     if (generation != generation_) continue;  // truncated meanwhile: start over from the cache
     if (epoch == cache_epoch_) {
       // The cache lost no page and nothing was written past it since the snapshot, so an
@@ -681,7 +684,7 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
   uint64_t disk_size = 0, generation = 0, epoch = 0;
   std::shared_ptr<const Key> key;
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     for (int c = 0; c < 2; ++c) {
       const uint64_t index = candidates[c];
       if (c == 1 && index == candidates[0]) break;
@@ -713,8 +716,8 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
       // page fails as the last one it was). Once any write-back in progress is done (it updates
       // the size after writing), a changed snapshot shows it: WriteBegin and the write-back then
       // read the page again, as it is now. Otherwise the damage is real.
-      std::lock_guard wb(writeback_mu_);
-      std::shared_lock lock(mu_);
+      MutexLock wb(writeback_mu_);
+      ReaderLock lock(mu_);
       if (generation != generation_ || epoch != cache_epoch_ || disk_size != disk_size_)
         return Status::Ok();
       return s;
@@ -722,7 +725,7 @@ Status FileContents::PreloadPartialPages(uint64_t offset, size_t length) {
     Count(counter);
     loaded.emplace_back(index, std::move(one[0]));
   }
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   if (generation != generation_ || epoch != cache_epoch_)
     return Status::Ok();  // WriteBegin and the write-back reload
   for (auto& [index, data] : loaded)
@@ -847,7 +850,7 @@ Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t
   size_t done = 0;
   bool writeback = false;
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
     SIGILFS_RETURN_IF_ERROR(EnsureKeyLocked().status());
     Page pending;
@@ -858,7 +861,7 @@ Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t
       const size_t in_page = pos % kPageSize;
       const size_t n = std::min({length - done, kPageSize - in_page, limit});
       limit = kPageSize;
-      if (WaitForBypassLocked(lock, index)) {
+      if (WaitForBypassLocked(index)) {
         if (Status frozen = Frozen(); !frozen.ok()) {  // sealed meanwhile
           if (done > 0) break;
           return frozen;
@@ -895,17 +898,17 @@ Result<size_t> FileContents::WriteCached(uint64_t offset, Source& source, size_t
     // the job before) meets. A failure is kept for the next flush or fsync to report, unless a
     // write-back stores everything first; the pages stay dirty and are retried.
     if (Status s = StartWriteBackJob(); !s.ok()) {
-      std::lock_guard lock(job_mu_);
+      MutexLock lock(job_mu_);
       if (job_error_.ok()) job_error_ = std::move(s);
     }
   }
   return done;
 }
 
-bool FileContents::WaitForBypassLocked(std::unique_lock<std::shared_mutex>& lock, uint64_t index) {
+bool FileContents::WaitForBypassLocked(uint64_t index) {
   bool waited = false;
   while (bypass_ && index >= bypass_->first && index < bypass_->second) {
-    bypass_done_.wait(lock);
+    bypass_done_.Wait(mu_);
     waited = true;
   }
   return waited;
@@ -918,11 +921,11 @@ bool FileContents::WaitForBypassLocked(std::unique_lock<std::shared_mutex>& lock
 Status FileContents::LimitBacklog(size_t adding) {
   if (!writeback_failing_.load()) return Status::Ok();
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     if (dirty_.size() + adding <= 2 * layer_.options_.writeback_pages) return Status::Ok();
   }
   (void)FinishWriteBackJob();  // its failure is superseded by the write-back below
-  std::lock_guard wb(writeback_mu_);
+  MutexLock wb(writeback_mu_);
   return WriteBackLocked();
 }
 
@@ -936,7 +939,7 @@ Status FileContents::StartWriteBackJob() {
   SIGILFS_RETURN_IF_ERROR(FinishWriteBackJob());
   {
     // Never two: the file may go once the one a waiter saw is done.
-    std::lock_guard lock(job_mu_);
+    MutexLock lock(job_mu_);
     if (job_pending_.load()) return Status::Ok();  // another writer started one meanwhile
     job_pending_ = true;
   }
@@ -945,14 +948,14 @@ Status FileContents::StartWriteBackJob() {
     {
       // The outcome is recorded before writeback_mu_ goes, so a write-back after this one (which
       // clears a stale error when it stores everything) never sees the error arrive after it.
-      std::lock_guard wb(writeback_mu_);
+      MutexLock wb(writeback_mu_);
       Status s;
       try {
         s = WriteBackLocked();
       } catch (const std::exception& e) {  // on a worker nobody would catch it
         s = Status(Code::kInternal, label_ + ": write-back: " + e.what());
       }
-      std::lock_guard lock(job_mu_);
+      MutexLock lock(job_mu_);
       job_error_ = std::move(s);
       job_pending_ = false;
     }
@@ -960,13 +963,13 @@ Status FileContents::StartWriteBackJob() {
   };
   pool->Post(std::move(job), this);
   if (job_pending_.load()) return Status::Ok();
-  std::lock_guard lock(job_mu_);  // it ran here: report it as a write-back of this write
+  MutexLock lock(job_mu_);  // it ran here: report it as a write-back of this write
   return std::exchange(job_error_, Status::Ok());
 }
 
 Status FileContents::FinishWriteBackJob() {
   if (job_pending_.load()) layer_.pool_->HelpUntil([this] { return !job_pending_.load(); }, this);
-  std::lock_guard lock(job_mu_);
+  MutexLock lock(job_mu_);
   return std::exchange(job_error_, Status::Ok());
 }
 
@@ -997,12 +1000,12 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
   const uint64_t end = first + count;
 
   (void)FinishWriteBackJob();  // help it rather than wait; its pages are written below if need be
-  std::lock_guard wb(writeback_mu_);
+  MutexLock wb(writeback_mu_);
   DirectRun run{first, count, plain.first(count * kPageSize)};
   PageBuffer old_last_copy;
   uint64_t old_size = 0, grown_size = 0;
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
     SIGILFS_RETURN_IF_ERROR(EnsureKeyLocked().status());
     Count(PageCounter::kRmwSkipped,
@@ -1036,7 +1039,7 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
     std::shared_ptr<const Key> key;
     uint64_t disk_size = 0;
     {
-      std::shared_lock lock(mu_);
+      ReaderLock lock(mu_);
       key = key_;
       disk_size = disk_size_;
     }
@@ -1053,7 +1056,7 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
     *failed = true;
   }
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     bypass_.reset();
     // The stored pages supersede the cache's copies (the dirty ones were left out of the
     // write-back); writers into them waited, so none is newer than the run.
@@ -1072,7 +1075,7 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
         MarkDirtyLocked(it->first, it->second);
     }
   }
-  bypass_done_.notify_all();
+  bypass_done_.NotifyAll();
   if (contiguous)
     source.Consume(stored * kPageSize);
   else
@@ -1091,9 +1094,9 @@ Status FileContents::Resize(uint64_t new_size, bool only_grow) {
     if (new_size > old_size) return WriteZeros(old_size, new_size);
   }
   (void)FinishWriteBackJob();  // help it rather than wait; its pages are written below if need be
-  std::lock_guard wb(writeback_mu_);
+  MutexLock wb(writeback_mu_);
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
     if (new_size == size_ || (only_grow && new_size < size_)) return Status::Ok();
     SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
@@ -1139,7 +1142,7 @@ Status FileContents::Resize(uint64_t new_size, bool only_grow) {
 // there is written back as it was, and the file reads as before (the caller has dropped nothing
 // yet). A crash between the two steps leaves that one page unreadable, as a crash inside any
 // page write does.
-// REQUIRES writeback_mu_ and mu_ (exclusive); the new last page is cached.
+// The new last page is cached.
 Status FileContents::CutStoredLocked(uint64_t new_size) {
   const PageGeometry& g = layer_.geometry_;
   const uint64_t last = PageGeometry::PageCount(new_size) - 1;
@@ -1171,7 +1174,7 @@ Status FileContents::CutStoredLocked(uint64_t new_size) {
 Status FileContents::Flush() {
   // A failed job left its pages dirty: the write-back here stores them again or fails itself.
   (void)FinishWriteBackJob();
-  std::lock_guard wb(writeback_mu_);
+  MutexLock wb(writeback_mu_);
   return WriteBackLocked();
 }
 
@@ -1182,8 +1185,8 @@ Status FileContents::Sync(bool data_only) {
 
 bool FileContents::DiscardUnstored() {
   (void)FinishWriteBackJob();  // its failure is the one being given up
-  std::lock_guard wb(writeback_mu_);
-  std::unique_lock lock(mu_);
+  MutexLock wb(writeback_mu_);
+  WriterLock lock(mu_);
   if (!writeback_failing_.load()) return false;
   const bool changed = !dirty_.empty() || size_ != disk_size_;
   // Reads under way that loaded pages before this must not serve them past the stored size.
@@ -1201,7 +1204,6 @@ bool FileContents::DiscardUnstored() {
 }
 
 // A write-back that fails leaves its pages dirty, and bounds the backlog until one succeeds.
-// REQUIRES writeback_mu_.
 Status FileContents::WriteBackLocked(DirectRun* direct) {
   Status s = StoreDirtyLocked(direct);
   writeback_failing_.store(!s.ok());
@@ -1212,7 +1214,7 @@ Status FileContents::WriteBackLocked(DirectRun* direct) {
 // given) and write each contiguous run with one call, without mu_. A page changed while its
 // snapshot was being written stays dirty (its version moved on). When the file grew, its old
 // last page is re-sealed as not-last.
-// REQUIRES writeback_mu_ (so no truncate or other write-back changes the cipher file meanwhile).
+// Under writeback_mu_, so no truncate or other write-back changes the cipher file meanwhile.
 Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   struct Item {
     uint64_t index;
@@ -1230,7 +1232,7 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
     return direct != nullptr && index >= direct->first && index < direct->first + direct->count;
   };
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     new_size = size_;
     if (dirty_.empty() && new_size == disk_size_ && direct == nullptr) return Status::Ok();
     // Sealing writes back everything before it freezes the file, and nothing is dirtied after.
@@ -1272,7 +1274,7 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
     bool done = false;  // the success path below ended the flight itself
     ~EndFlight() {
       if (done) return;
-      std::unique_lock lock(f.mu_);
+      WriterLock lock(f.mu_);
       for (const Item& it : items)
         if (it.page != nullptr) it.page->in_flight = false;
       f.retired_.clear();
@@ -1358,13 +1360,19 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   // writer stops at the last whole cipher-file page and carries the rest over to that piece's
   // write, so the page two pieces share is never written in part.
   std::vector<Status> results(pieces.size());
-  std::mutex queue_mu;
-  std::vector<bool> ready(pieces.size(), false);  // GUARDED_BY(queue_mu) sealed pieces
-  size_t next_write = 0;                          // GUARDED_BY(queue_mu) pieces written or begun
-  size_t carry_begin = 0;  // GUARDED_BY(queue_mu) first byte of `cipher` not yet written ...
-  size_t carry_end = 0;    // ... up to here, of pieces before next_write (empty: none)
-  bool writing = false;    // GUARDED_BY(queue_mu)
-  bool failed = false;     // GUARDED_BY(queue_mu)
+  struct Queue {
+    Mutex mu;
+    std::vector<bool> ready SIGILFS_GUARDED_BY(mu);  // sealed pieces
+    size_t next_write SIGILFS_GUARDED_BY(mu) = 0;    // pieces written or begun
+    size_t carry_begin SIGILFS_GUARDED_BY(mu) = 0;   // first byte of `cipher` not yet written ...
+    size_t carry_end SIGILFS_GUARDED_BY(mu) = 0;     // ... up to here, of pieces before next_write
+    bool writing SIGILFS_GUARDED_BY(mu) = false;
+    bool failed SIGILFS_GUARDED_BY(mu) = false;
+  } q;
+  {
+    MutexLock lock(q.mu);
+    q.ready.assign(pieces.size(), false);
+  }
   layer_.pool_->ForEachDynamic(pieces.size(), [&](size_t p) {
     const auto [b, e] = pieces[p];
     for (size_t i = b; i < e && results[p].ok(); ++i) {
@@ -1373,51 +1381,55 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
       results[p] = key->codec.Seal(it.index, UnitKind::kDataPage, it.index == last_index,
                                    {it.plain, it.len}, unit);
     }
-    std::unique_lock lock(queue_mu);
+    MutexLock lock(q.mu);
     if (results[p].ok())
-      ready[p] = true;
+      q.ready[p] = true;
     else
-      failed = true;
-    if (writing) return;
-    writing = true;
-    while (!failed && next_write < pieces.size() && ready[next_write]) {
-      const size_t from = next_write;
+      q.failed = true;
+    if (q.writing) return;
+    q.writing = true;
+    while (!q.failed && q.next_write < pieces.size() && q.ready[q.next_write]) {
+      const size_t from = q.next_write;
       size_t to = from + 1;
-      while (to < pieces.size() && ready[to] && continues(to)) ++to;
-      next_write = to;
+      while (to < pieces.size() && q.ready[to] && continues(to)) ++to;
+      q.next_write = to;
       const uint64_t delta = delta_of(from);
-      const size_t begin = carry_end > carry_begin ? carry_begin : offsets[pieces[from].first];
+      const size_t begin =
+          q.carry_end > q.carry_begin ? q.carry_begin : offsets[pieces[from].first];
       size_t end = offsets[pieces[to - 1].second];
-      carry_begin = carry_end = 0;
+      q.carry_begin = q.carry_end = 0;
       if (to < pieces.size() && continues(to)) {
         const size_t aligned =
             static_cast<size_t>((delta + end) / kCipherPage * kCipherPage - delta);
         if (aligned > begin) {
-          carry_begin = aligned;
-          carry_end = end;
+          q.carry_begin = aligned;
+          q.carry_end = end;
           end = aligned;
         } else {
-          carry_begin = begin;  // less than a page so far: all of it goes with the next piece
-          carry_end = end;
+          q.carry_begin = begin;  // less than a page so far: all of it goes with the next piece
+          q.carry_end = end;
           continue;
         }
       }
-      lock.unlock();
+      lock.Unlock();
       const ByteSpan bytes[] = {{cipher + begin, end - begin}};
       Status written = backing_->WriteAt(bytes, delta + begin).WithContext(label_);
-      lock.lock();
-      if (!written.ok()) failed = true;
+      lock.Lock();
+      if (!written.ok()) q.failed = true;
       for (size_t w = from; w < to; ++w) results[w] = written;
     }
-    writing = false;
+    q.writing = false;
   });
   // A piece whose seal failed stopped the writer before the bytes carried over from the one
   // before it: write them, so every piece reported written is whole.
-  if (carry_end > carry_begin) {
-    size_t p = next_write - 1;
-    const ByteSpan bytes[] = {{cipher + carry_begin, carry_end - carry_begin}};
-    Status written = backing_->WriteAt(bytes, delta_of(p) + carry_begin).WithContext(label_);
-    if (!written.ok()) results[p] = std::move(written);
+  {
+    MutexLock lock(q.mu);  // every piece is done: uncontended
+    if (q.carry_end > q.carry_begin) {
+      size_t p = q.next_write - 1;
+      const ByteSpan bytes[] = {{cipher + q.carry_begin, q.carry_end - q.carry_begin}};
+      Status written = backing_->WriteAt(bytes, delta_of(p) + q.carry_begin).WithContext(label_);
+      if (!written.ok()) results[p] = std::move(written);
+    }
   }
   Count(PageCounter::kPagesEncrypted, items.size());
   for (const Status& s : results) {
@@ -1428,9 +1440,9 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
     // rewrite pages in place and leave the stored end of the file as it was.
     bool reached = old_disk_size == 0;
     {
-      std::lock_guard lock(queue_mu);
-      if (next_write > 0)
-        reached |= items[pieces[next_write - 1].second - 1].index >= old_last_index;
+      MutexLock lock(q.mu);
+      if (q.next_write > 0)
+        reached |= items[pieces[q.next_write - 1].second - 1].index >= old_last_index;
     }
     if (new_size > old_disk_size && reached) {
       const auto old_last = std::find_if(
@@ -1445,7 +1457,7 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   Count(PageCounter::kBackingBytesWritten, offsets.back());
   Count(PageCounter::kWritebacks);
 
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   // Items are in page order, as dirty_ is: one walk through both (pages dirtied meanwhile are
   // stepped over).
   auto d = dirty_.begin();
@@ -1462,7 +1474,7 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   {
     // Everything dirty when this began is stored, a failed job's pages included: its error
     // (if not yet reported) is stale now. job_mu_ is a leaf: taken under mu_, never the reverse.
-    std::lock_guard job_lock(job_mu_);
+    MutexLock job_lock(job_mu_);
     job_error_ = Status::Ok();
   }
   header_on_disk_ = true;
@@ -1478,7 +1490,6 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
 // this write-back, at least as long as the old page). That needs no new space, so what was
 // stored before reads back and no half-written unit is left behind. The pages stay dirty in the
 // cache for a retry. Best effort: if this fails too, what remains is what a crash leaves.
-// REQUIRES writeback_mu_.
 void FileContents::UndoGrowth(uint64_t old_size, bool header_was_new, const Key& key,
                               const uint8_t* old_last_plain) {
   if (old_size == 0) {

@@ -39,8 +39,8 @@ Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
   if (offset > kMaxFileSize || length > kMaxFileSize - offset)
     return Status::FromErrno(EFBIG, label_ + ": fallocate past the largest file size");
   {
-    std::lock_guard wb(writeback_mu_);
-    std::unique_lock lock(mu_);
+    MutexLock wb(writeback_mu_);
+    WriterLock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
     SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
   }
@@ -83,13 +83,13 @@ Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
 
 Status FileContents::PunchPages(uint64_t first, uint64_t end) {
   const PageGeometry& g = layer_.geometry_;
-  std::lock_guard wb(writeback_mu_);
+  MutexLock wb(writeback_mu_);
   // Everything dirty goes to the disk first: the old last page is then settled (a write-back
   // never re-seals a page inside the hole afterwards), and no dirty copy of a punched page
   // outlives the punch.
   SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     SIGILFS_RETURN_IF_ERROR(Frozen());
     // The file may have changed since the caller looked: never punch its last page, nor the
     // last page stored (a writer may have grown the file since the write-back; that page is
@@ -106,15 +106,16 @@ Status FileContents::PunchPages(uint64_t first, uint64_t end) {
   }
   Status s = backing_->Allocate(g.UnitOffset(first), (end - first) * g.unit_size(), true)
                  .WithContext(label_);
-  std::unique_lock lock(mu_);
-  // A read that took its snapshot after the first bump may have loaded a page before the punch
-  // landed and cached it since: clean pages are dropped again; loads still running must not
-  // cache what they got.
-  DropCleanRangeLocked(first, end);
-  ++cache_epoch_;
-  bypass_.reset();
-  lock.unlock();
-  bypass_done_.notify_all();
+  {
+    WriterLock lock(mu_);
+    // A read that took its snapshot after the first bump may have loaded a page before the
+    // punch landed and cached it since: clean pages are dropped again; loads still running
+    // must not cache what they got.
+    DropCleanRangeLocked(first, end);
+    ++cache_epoch_;
+    bypass_.reset();
+  }
+  bypass_done_.NotifyAll();
   return s;
 }
 
@@ -176,9 +177,9 @@ Result<std::optional<std::pair<uint64_t, uint64_t>>> FileContents::NextHoleRun(u
 
 Result<uint64_t> FileContents::SeekData(uint64_t offset, bool data) {
   // Holes are read off the cipher file, so what is dirty goes there first.
-  std::lock_guard wb(writeback_mu_);
+  MutexLock wb(writeback_mu_);
   SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   if (offset >= size_) return Status::FromErrno(ENXIO, label_ + ": seek past the end");
   const uint64_t page = offset / kPageSize;
   SIGILFS_ASSIGN_OR_RETURN(auto run, NextHoleRun(page));

@@ -25,10 +25,10 @@ void ThreadPool::StartOnce() {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (std::thread& t : threads_) t.join();
 }
 
@@ -36,8 +36,8 @@ void ThreadPool::WorkerLoop() {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      MutexLock lock(mu_);
+      while (!stopping_ && tasks_.empty()) cv_.Wait(mu_);
       if (tasks_.empty()) return;  // stopping, and nothing left to run
       task = std::move(tasks_.front().fn);
       tasks_.pop_front();
@@ -64,22 +64,28 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
   // Completion is counted under a mutex rather than with std::latch: libstdc++'s latch notifies
   // after its decrement, so this frame could return (destroying it) while a worker still
   // touches it. Here the last worker signals while holding the lock the caller waits on.
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  size_t remaining = parts - 1;
+  struct Batch {
+    Mutex mu;
+    CondVar cv;
+    size_t remaining SIGILFS_GUARDED_BY(mu);
+  } batch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock done_lock(batch.mu);
+    batch.remaining = parts - 1;
+  }
+  {
+    MutexLock lock(mu_);
     for (size_t p = 1; p < parts; ++p) {
       const size_t begin = p * chunk, end = std::min(n, begin + chunk);
-      tasks_.push_back({[&fn, &done_mu, &done_cv, &remaining, begin, end] {
+      tasks_.push_back({[&fn, &batch, begin, end] {
                           if (begin < end) fn(begin, end);
-                          std::lock_guard done_lock(done_mu);
-                          if (--remaining == 0) done_cv.notify_one();
+                          MutexLock done_lock(batch.mu);
+                          if (--batch.remaining == 0) batch.cv.NotifyOne();
                         },
-                        &done_mu});
+                        &batch});
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   fn(0, std::min(n, chunk));
   // Then run the chunks no worker has taken yet. The workers may be busy with other batches,
   // or be waiting themselves: a batch started from inside a worker would otherwise wait for a
@@ -87,17 +93,17 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
   for (;;) {
     std::function<void()> mine;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = std::find_if(tasks_.begin(), tasks_.end(),
-                             [&done_mu](const Task& t) { return t.batch == &done_mu; });
+                             [&batch](const Task& t) { return t.batch == &batch; });
       if (it == tasks_.end()) break;
       mine = std::move(it->fn);
       tasks_.erase(it);
     }
     mine();
   }
-  std::unique_lock done_lock(done_mu);
-  done_cv.wait(done_lock, [&remaining] { return remaining == 0; });
+  MutexLock done_lock(batch.mu);
+  while (batch.remaining != 0) batch.cv.Wait(batch.mu);
 }
 
 void ThreadPool::Post(std::function<void()> fn, const void* owner) {
@@ -107,34 +113,34 @@ void ThreadPool::Post(std::function<void()> fn, const void* owner) {
     return;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     tasks_.push_back({std::move(fn), nullptr, owner});
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void ThreadPool::HelpUntil(const std::function<bool()>& done, const void* owner) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     if (done()) return;
     auto it = std::find_if(tasks_.begin(), tasks_.end(), [owner](const Task& t) {
       return t.batch != nullptr || (owner != nullptr && t.owner == owner);
     });
     if (it == tasks_.end()) {
-      cv_.wait(lock);
+      cv_.Wait(mu_);
       continue;
     }
     std::function<void()> task = std::move(it->fn);
     tasks_.erase(it);
-    lock.unlock();
+    lock.Unlock();
     task();
-    lock.lock();
+    lock.Lock();
   }
 }
 
 void ThreadPool::Wake() {
-  { std::lock_guard lock(mu_); }  // a helper between its check and its wait sees the change
-  cv_.notify_all();
+  { MutexLock lock(mu_); }  // a helper between its check and its wait sees the change
+  cv_.NotifyAll();
 }
 
 void ThreadPool::ForEachDynamic(size_t n, const std::function<void(size_t)>& fn) {

@@ -4,13 +4,14 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "sigilfs/mutex.h"
 
 namespace sigilfs::core {
 
@@ -52,15 +53,15 @@ class ThreadPool {
   void WorkerLoop();
   void StartOnce();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   struct Task {
     std::function<void()> fn;
     const void* batch;            // the ParallelFor call it belongs to, which may take it back
     const void* owner = nullptr;  // posted work: who may help with it (see HelpUntil)
   };
-  std::deque<Task> tasks_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;   // GUARDED_BY(mu_)
+  std::deque<Task> tasks_ SIGILFS_GUARDED_BY(mu_);
+  bool stopping_ SIGILFS_GUARDED_BY(mu_) = false;
   const unsigned workers_;
   std::once_flag started_;
   pid_t started_pid_ = 0;  // the process the workers live in

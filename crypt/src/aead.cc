@@ -7,10 +7,10 @@
 #include <array>
 #include <atomic>
 #include <climits>
-#include <mutex>
 #include <vector>
 
 #include "openssl_handles.h"
+#include "sigilfs/mutex.h"
 #include "sodium_init.h"
 
 namespace sigilfs::crypt {
@@ -152,8 +152,8 @@ class AesGcm final : public Aead {
   // per page; a thread keeps to its shard.
   static constexpr size_t kShards = 8;
   struct alignas(64) Shard {
-    std::mutex mu;
-    std::vector<EVP_CIPHER_CTX*> free;  // GUARDED_BY(mu)
+    Mutex mu;
+    std::vector<EVP_CIPHER_CTX*> free SIGILFS_GUARDED_BY(mu);
   };
 
   static size_t ShardIndex() {
@@ -165,7 +165,7 @@ class AesGcm final : public Aead {
   EVP_CIPHER_CTX* Acquire() const {
     Shard& shard = shards_[ShardIndex()];
     {
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(shard.mu);
       if (!shard.free.empty()) {
         EVP_CIPHER_CTX* ctx = shard.free.back();
         shard.free.pop_back();
@@ -183,7 +183,7 @@ class AesGcm final : public Aead {
 
   void Release(EVP_CIPHER_CTX* ctx) const {
     Shard& shard = shards_[ShardIndex()];
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(shard.mu);
     shard.free.push_back(ctx);
   }
 

@@ -10,11 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
 
+#include "sigilfs/mutex.h"
 #include "sodium_init.h"
 
 namespace sigilfs::crypt {
@@ -32,7 +32,7 @@ class SlotPool {
   }
 
   uint8_t* Take() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (free_.empty()) Grow();
     uint8_t* slot = free_.back();
     free_.pop_back();
@@ -42,7 +42,7 @@ class SlotPool {
   // The caller's bytes are wiped before the slot can be handed out again.
   void Give(uint8_t* slot) {
     sodium_memzero(slot, kSecureSlotSize);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     free_.push_back(slot);
   }
 
@@ -65,7 +65,7 @@ class SlotPool {
     for (size_t i = 0; i < n; ++i) (void)sodium_mlock(pool.arenas_[i], kArenaBytes);
   }
 
-  void Grow() {
+  void Grow() SIGILFS_REQUIRES(mu_) {
     free_.reserve(free_.size() + kSlotsPerArena);  // first: nothing to undo if it throws
     // sodium_malloc mlocks the pages and marks them MADV_DONTDUMP; when mlock fails (a low
     // RLIMIT_MEMLOCK) it still returns guarded memory, which is better than failing. Its
@@ -81,8 +81,8 @@ class SlotPool {
     for (size_t i = kSlotsPerArena; i-- > 0;) free_.push_back(arena + i * kSecureSlotSize);
   }
 
-  std::mutex mu_;
-  std::vector<uint8_t*> free_;                        // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<uint8_t*> free_ SIGILFS_GUARDED_BY(mu_);
   std::array<uint8_t*, kMaxTrackedArenas> arenas_{};  // written under mu_, read after fork
   std::atomic<size_t> arena_count_{0};
 };

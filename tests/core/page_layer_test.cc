@@ -825,35 +825,35 @@ TEST_P(PageLayerTest, OneLargeReadOfAnyPageCountReadsBack) {
 class Gate {
  public:
   void Arm() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     armed_ = true;
   }
   // Until at least one call waits at the gate.
   void WaitForHeld() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return held_ > 0; });
+    MutexLock lock(mu_);
+    while (held_ == 0) cv_.Wait(mu_);
   }
   void Open() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     armed_ = false;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
  protected:
   // Waits while armed; with `first_only`, only the first call to come (later ones pass).
   void Hold(bool first_only) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (!armed_ || (first_only && held_ > 0)) return;
     ++held_;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return !armed_; });
+    cv_.NotifyAll();
+    while (armed_) cv_.Wait(mu_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool armed_ = false;  // GUARDED_BY(mu_)
-  int held_ = 0;        // GUARDED_BY(mu_) calls that waited
+  Mutex mu_;
+  CondVar cv_;
+  bool armed_ SIGILFS_GUARDED_BY(mu_) = false;
+  int held_ SIGILFS_GUARDED_BY(mu_) = 0;  // calls that waited
 };
 
 // A backing file whose writes, once armed, wait at a gate until the test opens it: a write-back

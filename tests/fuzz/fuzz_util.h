@@ -100,7 +100,7 @@ inline std::vector<uint8_t> MakeCipherFile(crypt::AeadAlgorithm algorithm, ByteS
     FUZZ_CHECK((*f)->Flush().ok());
     if (seal) FUZZ_CHECK((*f)->EnableVerity(salt).ok());
   }
-  std::lock_guard lock(data->mu);
+  MutexLock lock(data->mu);
   return data->bytes;
 }
 

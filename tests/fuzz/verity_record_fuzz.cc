@@ -100,7 +100,7 @@ void CheckFile(AeadAlgorithm alg, ByteSpan in) {
   FUZZ_CHECK(size <= in.size());
   uint64_t cipher_size;
   {
-    std::lock_guard lock(data->mu);
+    MutexLock lock(data->mu);
     cipher_size = data->bytes.size();
   }
   if (f.sealed()) {

@@ -39,8 +39,9 @@ class TestBackend {
 
   std::vector<uint8_t> Raw(const std::string& name) {
     if (kind_ == BackendKind::kMemory) {
-      std::lock_guard lock(memory_[name]->mu);
-      return memory_[name]->bytes;
+      core::MemoryFileData& data = *memory_[name];
+      MutexLock lock(data.mu);
+      return data.bytes;
     }
     std::string s = ReadAll(dir_.path() / name);
     return {s.begin(), s.end()};
@@ -48,8 +49,9 @@ class TestBackend {
 
   void SetRaw(const std::string& name, const std::vector<uint8_t>& bytes) {
     if (kind_ == BackendKind::kMemory) {
-      std::lock_guard lock(memory_[name]->mu);
-      memory_[name]->bytes = bytes;
+      core::MemoryFileData& data = *memory_[name];
+      MutexLock lock(data.mu);
+      data.bytes = bytes;
       return;
     }
     std::ofstream(dir_.path() / name, std::ios::binary | std::ios::trunc)

@@ -2,10 +2,10 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <vector>
 
+#include "sigilfs/mutex.h"
 #include "test_support/forwarding_backing_file.h"
 
 namespace sigilfs::test {
@@ -21,30 +21,30 @@ class RecordingBackingFile final : public ForwardingBackingFile {
     uint64_t length = 0;
     for (ByteSpan b : bufs) length += b.size();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       writes_.push_back({offset, length});
     }
     return ForwardingBackingFile::WriteAt(bufs, offset);
   }
   // Recorded, not passed on: the tests look at what was asked for.
   void WillNeed(uint64_t offset, uint64_t length) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     hints_.push_back({offset, length});
   }
 
   std::vector<Call> writes() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return writes_;
   }
   std::vector<Call> hints() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return hints_;
   }
 
  private:
-  std::mutex mu_;
-  std::vector<Call> writes_;  // GUARDED_BY(mu_)
-  std::vector<Call> hints_;   // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<Call> writes_ SIGILFS_GUARDED_BY(mu_);
+  std::vector<Call> hints_ SIGILFS_GUARDED_BY(mu_);
 };
 
 }  // namespace sigilfs::test

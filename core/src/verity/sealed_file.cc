@@ -232,7 +232,7 @@ Result<FileContents::TreeBlock> FileContents::VerifiedTreeBlock(const Sealed& se
                                                                 uint64_t index) {
   const uint64_t stored = sealed.tree.level_start(level) + index;
   {
-    std::lock_guard lock(sealed.mu);
+    MutexLock lock(sealed.mu);
     if (auto it = sealed.verified.find(stored); it != sealed.verified.end()) return it->second;
   }
   const PageGeometry& g = layer_.geometry_;
@@ -272,7 +272,7 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::SideBlocks(
   uint64_t lo = UINT64_MAX, hi = 0;
   bool sequential = true;  // a read from the start, or whose first missing block follows a kept one
   {
-    std::lock_guard lock(sealed.mu);
+    MutexLock lock(sealed.mu);
     for (uint64_t b = b0; b <= b1; ++b) {
       if (auto it = sealed.verified.find(run.cache_start + b); it != sealed.verified.end()) {
         out[b - b0] = it->second;
@@ -304,7 +304,7 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::SideBlocks(
   Count(PageCounter::kBackingBytesRead, got);
   // Read-ahead blocks already verified and kept are not opened again.
   auto cached = [&](uint64_t b) {
-    std::lock_guard lock(sealed.mu);
+    MutexLock lock(sealed.mu);
     return sealed.verified.count(run.cache_start + b) != 0;
   };
   for (uint64_t b = lo; b <= hi; ++b) {
@@ -329,7 +329,7 @@ Result<std::vector<FileContents::TreeBlock>> FileContents::SideBlocks(
 }
 
 FileContents::TreeBlock FileContents::Keep(const Sealed& sealed, uint64_t key, TreeBlock block) {
-  std::lock_guard lock(sealed.mu);
+  MutexLock lock(sealed.mu);
   if (sealed.verified.size() >= Sealed::kMaxCachedBlocks) sealed.verified.clear();
   sealed.verified.emplace(key, block);
   return block;
@@ -369,9 +369,9 @@ void FileContents::CheckPages(const Sealed& sealed, std::span<const TreeBlock> l
 Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
   if (salt.size() > verity::kMaxSaltSize)
     return Status(Code::kInvalidArgument, label_ + ": verity salt over 32 bytes");
-  std::lock_guard wb(writeback_mu_);
+  MutexLock wb(writeback_mu_);
   {
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     if (sealed_owner_) return Status(Code::kExists, label_ + ": already a verity file");
     frozen_ = true;  // from here on writes and truncates fail; the ones before are written back
   }
@@ -386,9 +386,10 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
   crypt::SecureBytes last_plain(kPageSize);  // the data's last page, to bind and to unbind
   size_t last_len = 0;
   auto attempt = [&]() -> Result<verity::Digest> {
+    writeback_mu_.AssertHeld();  // `wb`, above
     SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
     {
-      std::unique_lock lock(mu_);
+      WriterLock lock(mu_);
       SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
       data_size = size_;
       SIGILFS_ASSIGN_OR_RETURN(key, EnsureKeyLocked());
@@ -533,7 +534,7 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     Count(PageCounter::kBackingBytesWritten,
           units.size() + trailer.size() + header.size() + bound_unit.size());
 
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     AdoptSeal(layout, record, key);
     return verity::FileDigest(descriptor);
   };
@@ -565,7 +566,7 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     undo = backing_->Truncate(*original_length);  // a torn tail's length included
     cut = undo.ok();
   }
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   if (!undo.ok() && last_rewritten) {
     // The bound last page may be on disk: the file opens sealed from now on (or, were the
     // unbound page written back, unsealed), so it must not take writes as if nothing happened.
@@ -585,7 +586,7 @@ Status FileContents::VerifyAll() {
   if (sealed == nullptr) return NotSealed(label_);
   std::shared_ptr<const Key> key;
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     key = key_;
   }
   // Every tree block, each checked against the block above it (top down).

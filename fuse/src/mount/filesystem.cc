@@ -83,14 +83,15 @@ bool DebugOps() {
   return kOn;
 }
 
-// Name bookkeeping of an inode (callers hold its name_mu).
+// Name bookkeeping of an inode.
 // Names compare by the parent's backing identity, not the parent object: a directory can be
 // known by two node objects (one displaced but not yet forgotten by the kernel).
 bool SameName(const Inode::Name& n, const Inode& parent, const std::string& stored) {
   return n.stored == stored && n.parent->key_dev == parent.key_dev &&
          n.parent->key_ino == parent.key_ino;
 }
-void AddName(Inode& inode, const std::shared_ptr<Inode>& parent, const std::string& stored) {
+void AddName(Inode& inode, const std::shared_ptr<Inode>& parent, const std::string& stored)
+    SIGILFS_REQUIRES(inode.name_mu) {
   for (auto it = inode.names.begin(); it != inode.names.end(); ++it) {
     if (SameName(*it, *parent, stored)) {
       // Through the node the kernel uses now: the one renames of that directory keep current.
@@ -101,7 +102,8 @@ void AddName(Inode& inode, const std::shared_ptr<Inode>& parent, const std::stri
   }
   inode.names.insert(inode.names.begin(), Inode::Name{parent, stored});
 }
-void RemoveName(Inode& inode, const Inode& parent, const std::string& stored) {
+void RemoveName(Inode& inode, const Inode& parent, const std::string& stored)
+    SIGILFS_REQUIRES(inode.name_mu) {
   std::erase_if(inode.names, [&](const Inode::Name& n) { return SameName(n, parent, stored); });
 }
 
@@ -124,7 +126,7 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
     root_->key_ino = st.st_ino;
   }
   root_->type = S_IFDIR;
-  root_->nlookup = 1;  // the kernel holds the root forever
+  root_->table_.nlookup = 1;  // the kernel holds the root forever
   // Node ids are addresses, which a later mount reuses: generations starting at random make a
   // handle from an earlier mount ESTALE (but for a one in 2^32 chance), not another file.
   crypt::RandomBytes(
@@ -156,7 +158,7 @@ std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
   if ((nodeid & kAddressId) != 0)
     // NOLINTNEXTLINE(performance-no-int-to-ptr): such node ids are node addresses
     return reinterpret_cast<Inode*>(nodeid & ~kAddressId)->shared_from_this();
-  std::shared_lock lock(ids_mu_);
+  ReaderLock lock(ids_mu_);
   auto it = known_.find(nodeid);
   return it == known_.end() ? nullptr : it->second->shared_from_this();
 }
@@ -164,22 +166,25 @@ std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
 void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   if (nodeid == 1) return;
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
-  std::lock_guard lock(table_mu_);
+  MutexLock lock(table_mu_);
   // No reference taken here: DropLocked tells by the count whether anything else holds a node.
   Inode* inode = nullptr;
   if ((nodeid & kAddressId) != 0) {
     inode = reinterpret_cast<Inode*>(nodeid & ~kAddressId);  // NOLINT(performance-no-int-to-ptr)
-  } else if (auto id = known_.find(nodeid); id != known_.end()) {  // stable under table_mu_
-    inode = id->second;
+  } else {
+    // Changes need table_mu_ too, so this stays true while it is held.
+    ReaderLock ids(ids_mu_);
+    if (auto id = known_.find(nodeid); id != known_.end()) inode = id->second;
   }
   if (inode == nullptr) return;
-  inode->nlookup -= std::min(n, inode->nlookup);
-  if (inode->nlookup > 0) return;
+  uint64_t& nlookup = TableOf(*inode).nlookup;
+  nlookup -= std::min(n, nlookup);
+  if (nlookup > 0) return;
   auto it = table_.find({inode->key_dev, inode->key_ino});
   if (it != table_.end() && it->second.get() == inode) {
     bool named;
     {
-      std::lock_guard name_lock(inode->name_mu);
+      MutexLock name_lock(inode->name_mu);
       named = !inode->names.empty();
     }
     // A file handle (NFS, open_by_handle_at) may name it later: the kernel then asks for it by
@@ -190,7 +195,7 @@ void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   } else if (auto o = orphans_.find(inode); o != orphans_.end()) {
     std::shared_ptr<Inode> node = std::move(o->second);
     orphans_.erase(o);
-    std::unique_lock ids(ids_mu_);
+    WriterLock ids(ids_mu_);
     known_.erase(nodeid);
     DropLocked(std::move(node), &dropped);
   }
@@ -216,13 +221,13 @@ void Filesystem::ReleaseLocked(
     // with its descriptor (Inode::removed_fd) and its cipher directory on the backing store,
     // when the holder was no child but a request still finishing on another thread, whose
     // reply had already let the kernel forget the node.
-    std::lock_guard name_lock(it->second->name_mu);
+    MutexLock name_lock(it->second->name_mu);
     if (!it->second->names.empty()) return;
   }
   std::shared_ptr<Inode> node = std::move(it->second);
   table_.erase(it);
   {
-    std::unique_lock ids(ids_mu_);
+    WriterLock ids(ids_mu_);
     known_.erase(NodeId(*node));
   }
   DropLocked(std::move(node), dropped);
@@ -233,10 +238,13 @@ void Filesystem::RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>
     // What the daemon caches of a node (a directory's IV) goes as it did when forgotten nodes
     // left the table: the next use reads it again. (table_mu_ before mu is the wrong order, so
     // only if free: a request using the node meanwhile will have read it just now.)
-    std::unique_lock lock(node.mu, std::try_to_lock);
-    if (lock.owns_lock()) node.iv.reset();
+    if (node.mu.TryLock()) {
+      node.iv.reset();
+      node.mu.Unlock();
+    }
   }
-  if (!node.forgotten_at) node.forgotten_at = forgotten_.insert(forgotten_.end(), &node);
+  auto& forgotten_at = TableOf(node).forgotten_at;
+  if (!forgotten_at) forgotten_at = forgotten_.insert(forgotten_.end(), &node);
   while (forgotten_.size() > options_.handle_cache) {
     Inode* oldest = forgotten_.front();
     UnrememberLocked(*oldest);
@@ -246,13 +254,14 @@ void Filesystem::RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>
 }
 
 void Filesystem::UnrememberLocked(Inode& node) {
-  if (!node.forgotten_at) return;
-  forgotten_.erase(*node.forgotten_at);
-  node.forgotten_at.reset();
+  auto& forgotten_at = TableOf(node).forgotten_at;
+  if (!forgotten_at) return;
+  forgotten_.erase(*forgotten_at);
+  forgotten_at.reset();
 }
 
 NodeStats Filesystem::node_stats() const {
-  std::lock_guard lock(table_mu_);
+  MutexLock lock(table_mu_);
   return {table_.size() + orphans_.size(), forgotten_.size(),
           handle_lookups_.load(std::memory_order_relaxed),
           getattrs_.load(std::memory_order_relaxed), getxattrs_.load(std::memory_order_relaxed)};
@@ -266,20 +275,21 @@ void Filesystem::DropLocked(std::shared_ptr<Inode> node,
     work.pop_back();
     std::vector<Inode::Name> names;
     if (cur.use_count() == 1) {  // no child goes through it: its names can go now
-      std::lock_guard name_lock(cur->name_mu);
+      MutexLock name_lock(cur->name_mu);
       names.swap(cur->names);
     }
     dropped->push_back(std::move(cur));
     for (auto& name : names) {
       std::shared_ptr<Inode> parent = std::move(name.parent);
-      if (parent == root_ || parent->nlookup > 0 || parent->forgotten_at) continue;
+      if (parent == root_) continue;
+      if (const Inode::TableState& t = TableOf(*parent); t.nlookup > 0 || t.forgotten_at) continue;
       // A forgotten directory kept for its children (see ReleaseLocked) that only the table and
       // this name held: it goes too.
       auto it = table_.find({parent->key_dev, parent->key_ino});
       if (it == table_.end() || it->second != parent || parent.use_count() > 2) continue;
       table_.erase(it);
       {
-        std::unique_lock ids(ids_mu_);
+        WriterLock ids(ids_mu_);
         known_.erase(NodeId(*parent));
       }
       work.push_back(std::move(parent));
@@ -292,8 +302,7 @@ std::string Filesystem::PathLocked(const Inode& inode) const {
   const Inode* cur = &inode;
   std::shared_ptr<Inode> hold;
   while (cur != root_.get()) {
-    auto& mu = const_cast<Inode*>(cur)->name_mu;
-    std::lock_guard lock(mu);
+    MutexLock lock(cur->name_mu);
     if (cur->names.empty()) break;
     parts.push_back(cur->names.front().stored);
     hold = cur->names.front().parent;
@@ -315,7 +324,7 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
   for (;;) {
     std::string first;
     if (&inode != root_.get()) {
-      std::lock_guard lock(node.name_mu);
+      MutexLock lock(node.name_mu);
       if (node.names.empty()) {
         if (node.removed_fd < 0) return Status(Code::kNotFound, "unlinked");
         // Removed here while the kernel holds it: through the descriptor kept for it. O_PATH
@@ -353,14 +362,14 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
     }
     if (fd >= 0) ::close(fd);
     if (&inode == root_.get()) return Status(Code::kIoError, "the cipher root moved");
-    std::lock_guard lock(node.name_mu);
+    MutexLock lock(node.name_mu);
     if (!node.names.empty() && node.names.front().stored == first)
       node.names.erase(node.names.begin());  // stale: try the next name, if any
   }
 }
 
 Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
-  std::lock_guard lock(dir.mu);
+  MutexLock lock(dir.mu);
   if (!dir.iv) {
     bool from_attribute = false;
     auto iv = volume_->ReadDirIv(dirfd, &from_attribute);
@@ -423,7 +432,7 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::string& stored, int at_fd,
                                                   const std::string& at_name) {
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
-  std::lock_guard lock(table_mu_);
+  MutexLock lock(table_mu_);
   auto& slot = table_[{st.st_dev, st.st_ino}];
   if (slot) {
     // No descriptor pins a cipher inode, so the backing filesystem may give a deleted entry's
@@ -435,7 +444,7 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
     if (!alive && slot->type == (st.st_mode & S_IFMT)) {
       Inode::Name first;
       {
-        std::lock_guard name_lock(slot->name_mu);
+        MutexLock name_lock(slot->name_mu);
         if (!slot->names.empty()) first = slot->names.front();
       }
       if (first.parent != nullptr) {
@@ -453,19 +462,25 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
         }
       }
     }
-    if (DebugOps())
+    if (DebugOps()) {
+      size_t names = 0;
+      {
+        MutexLock name_lock(slot->name_mu);
+        names = slot->names.size();
+      }
       Log("intern ino=%llu %s: node=%p type=%o new_type=%o nlookup=%llu names=%zu verdict=%s",
           (unsigned long long)st.st_ino, stored.c_str(), static_cast<void*>(slot.get()), slot->type,
-          st.st_mode & S_IFMT, (unsigned long long)slot->nlookup, slot->names.size(),
+          st.st_mode & S_IFMT, (unsigned long long)TableOf(*slot).nlookup, names,
           alive ? "same" : "fresh");
+    }
     UnrememberLocked(*slot);  // known to the kernel again, or displaced
     if (!alive) {
-      if (slot->nlookup > 0) {
+      if (TableOf(*slot).nlookup > 0) {
         orphans_[slot.get()] = slot;  // the kernel may still use its id
         slot.reset();
       } else {
         {
-          std::unique_lock ids(ids_mu_);
+          WriterLock ids(ids_mu_);
           known_.erase(NodeId(*slot));
         }
         // As when forgotten: a directory kept only for it as a child goes with it.
@@ -482,7 +497,7 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
     // object, displaced above without proof that it is the same): its generation is then a
     // function of the id under the vault's key, the same in every mount of this vault alone.
     const uint64_t id = PersistentId(at_fd, at_name, st);
-    std::unique_lock ids(ids_mu_);
+    WriterLock ids(ids_mu_);
     if (id != 0 && !known_.contains(id)) {
       slot->nodeid = id;
       slot->generation = volume_->names().HandleGeneration(id);
@@ -494,10 +509,10 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
   }
   {
     // Found under this name (perhaps one more hard link): remember it.
-    std::lock_guard name_lock(slot->name_mu);
+    MutexLock name_lock(slot->name_mu);
     AddName(*slot, parent, stored);
   }
-  ++slot->nlookup;
+  ++TableOf(*slot).nlookup;
   return slot;
 }
 
@@ -506,7 +521,7 @@ Result<struct stat> Filesystem::Translate(struct stat st, int dirfd, const std::
   if (S_ISREG(st.st_mode)) {
     std::shared_ptr<core::FileContents> open;
     if (inode != nullptr) {
-      std::lock_guard lock(const_cast<Inode*>(inode)->mu);
+      MutexLock lock(const_cast<Inode*>(inode)->mu);
       open = inode->contents;
     }
     if (open) {
@@ -552,7 +567,7 @@ Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, int dirf
 }
 
 Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
 }
@@ -563,16 +578,20 @@ Status Stale(const char* why) { return Status(Code::kIoError, why, ESTALE); }
 
 Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
   handle_lookups_.fetch_add(1, std::memory_order_relaxed);
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   std::shared_ptr<Inode> node = root_;
   if (nodeid != 1) {
-    std::lock_guard lock(table_mu_);
-    auto it = known_.find(nodeid);
-    if (it == known_.end()) {
+    MutexLock lock(table_mu_);
+    Inode* known = nullptr;
+    {
+      ReaderLock ids(ids_mu_);
+      if (auto it = known_.find(nodeid); it != known_.end()) known = it->second;
+    }
+    if (known == nullptr) {
       if ((nodeid & kAddressId) != 0) return Stale("file handle of a node no longer known");
       node = nullptr;
     } else {
-      node = it->second->shared_from_this();  // in table_ or orphans_: alive under table_mu_
+      node = known->shared_from_this();  // in table_ or orphans_: alive under table_mu_
     }
   }
   if (!node) return ResolvePersistentId(nodeid);
@@ -725,7 +744,7 @@ Result<Entry> Filesystem::WalkToPersistentId(const std::vector<std::string>& par
 }
 
 Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   if (&dir == root_.get()) return EntryOf(root_);
   {
     // Drops names that no longer lead to it, so the first one is its parent.
@@ -734,7 +753,7 @@ Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
   }
   std::shared_ptr<Inode> parent;
   {
-    std::lock_guard lock(dir.name_mu);
+    MutexLock lock(dir.name_mu);
     if (dir.names.empty()) return Stale("the directory was removed");
     parent = dir.names.front().parent;
   }
@@ -753,7 +772,7 @@ Result<Entry> Filesystem::EntryOf(const std::shared_ptr<Inode>& node) {
   ::close(*fd);
   Inode::Name first;
   {
-    std::lock_guard lock(node->name_mu);
+    MutexLock lock(node->name_mu);
     if (node->names.empty()) return Stale("unlinked");
     first = node->names.front();
   }
@@ -768,21 +787,21 @@ Result<Entry> Filesystem::EntryOf(const std::shared_ptr<Inode>& node) {
 }
 
 Result<Entry> Filesystem::DoLookupStored(Inode& parent, int dirfd, const std::string& stored) {
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   return EntryAt(parent.shared_from_this(), dirfd, stored);
 }
 
 Result<struct stat> Filesystem::DoGetattr(Inode& inode) {
   struct stat st;
   {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     if (inode.stat_fd >= 0) {
       if (::fstat(inode.stat_fd, &st) != 0) return Errno("stat");
       st.st_size = static_cast<off_t>(inode.contents->size());
       return st;
     }
   }
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
   Fd fd(raw);
   return Translate(st, fd.get(), "", &inode);
@@ -817,8 +836,8 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
 Status Filesystem::DoOpen(Inode& inode, int flags) {
   const bool writing = (flags & O_ACCMODE) != O_RDONLY;
   if (options_.read_only && writing) return Status::FromErrno(EROFS, "open");
-  std::shared_lock tree(tree_mu_);  // before inode.mu, as everywhere (TSan found one the other way)
-  std::lock_guard lock(inode.mu);
+  ReaderLock tree(tree_mu_);  // before inode.mu, as everywhere (TSan found one the other way)
+  MutexLock lock(inode.mu);
   SIGILFS_ASSIGN_OR_RETURN(auto contents, ContentsFor(inode));
   ++inode.open_count;
   Status s = Status::Ok();
@@ -857,7 +876,7 @@ Status Filesystem::Chown(int dirfd, const std::string& stored, const Caller& cal
 Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_t mode, int flags,
                                    const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "create");
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, S_IFREG, mode, caller));
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
@@ -891,8 +910,9 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
                            Intern(st, parent.shared_from_this(), stored, fd, ""));
   Status failed = Status::Ok();
+  std::shared_ptr<core::FileContents> contents;
   {
-    std::lock_guard lock(inode->mu);
+    MutexLock lock(inode->mu);
     if (!inode->contents) {
       const int stat_fd = ::dup(fd);
       auto contents = volume_->pages().Open(core::NewPosixBackingFile(file.release()),
@@ -910,6 +930,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
     if (failed.ok()) {
       ++inode->open_count;
       if ((flags & O_ACCMODE) != O_RDONLY) ++inode->writers;
+      contents = inode->contents;
     }
   }
   if (!failed.ok()) {
@@ -918,7 +939,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   }
   // The node now holds a lookup and an open for the kernel: a failure gives both back.
   Status s = Status::Ok();
-  if ((flags & O_TRUNC) != 0 && !created) s = inode->contents->Truncate(0);
+  if ((flags & O_TRUNC) != 0 && !created) s = contents->Truncate(0);
   struct stat attr {};
   if (s.ok() && ::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) s = Errno("stat");
   if (s.ok()) {
@@ -939,7 +960,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
 Result<size_t> Filesystem::DoRead(Inode& inode, uint64_t offset, MutableByteSpan out) {
   std::shared_ptr<core::FileContents> c;
   {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     c = inode.contents;
   }
   if (!c) return Status::FromErrno(EBADF, "read");
@@ -960,7 +981,7 @@ Result<size_t> Filesystem::DoRead(Inode& inode, uint64_t offset, MutableByteSpan
   if (!n.ok()) {
     // A damaged page fails every read of it (and the kernel retries page by page): log it once.
     std::string message = n.status().ToString();
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     if (message != inode.last_read_error) {
       Log("read at %llu: %s", static_cast<unsigned long long>(offset), message.c_str());
       inode.last_read_error = std::move(message);
@@ -972,11 +993,11 @@ Result<size_t> Filesystem::DoRead(Inode& inode, uint64_t offset, MutableByteSpan
 Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& source,
                                    size_t length, bool append) {
   if (options_.read_only) return Status::FromErrno(EROFS, "write");
-  std::unique_lock lock(inode.mu);
+  MutexLock lock(inode.mu);
   std::shared_ptr<core::FileContents> c = inode.contents;
   if (!c) return Status::FromErrno(EBADF, "write");
   if (append) return c->Write(c->size(), source, length);  // appenders serialize on inode.mu
-  lock.unlock();
+  lock.Unlock();
   return c->Write(offset, source, length);
 }
 
@@ -995,7 +1016,7 @@ Result<std::optional<mode_t>> Filesystem::ClearSetId(Inode& inode, const Caller&
   {
     // An open file (every write's): its descriptor, without walking the path. Writes by callers
     // without CAP_FSETID all come here.
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     if (inode.stat_fd >= 0) {
       struct stat st;
       if (::fstat(inode.stat_fd, &st) != 0) return Errno("stat");
@@ -1004,7 +1025,7 @@ Result<std::optional<mode_t>> Filesystem::ClearSetId(Inode& inode, const Caller&
       return mode;
     }
   }
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   struct stat st;
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
   Fd fd(raw);
@@ -1017,7 +1038,7 @@ Status Filesystem::DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t
   if (options_.read_only) return Status::FromErrno(EROFS, "fallocate");
   std::shared_ptr<core::FileContents> c;
   {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     c = inode.contents;
   }
   if (!c) return Status::FromErrno(EBADF, "fallocate");
@@ -1027,7 +1048,7 @@ Status Filesystem::DoFallocate(Inode& inode, int mode, uint64_t offset, uint64_t
 Result<uint64_t> Filesystem::DoSeekData(Inode& inode, uint64_t offset, bool data) {
   std::shared_ptr<core::FileContents> c;
   {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     c = inode.contents;
   }
   if (!c) return Status::FromErrno(EBADF, "lseek");
@@ -1038,7 +1059,7 @@ Status Filesystem::DoFlush(Inode& inode, bool* gave_up) {
   *gave_up = false;
   std::shared_ptr<core::FileContents> c;
   {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     c = inode.contents;
   }
   if (!c) return Status::Ok();
@@ -1049,17 +1070,17 @@ Status Filesystem::DoFlush(Inode& inode, bool* gave_up) {
   // comes after close has returned). With the file open elsewhere the pages stay for a later
   // flush to retry; the last release gives them up.
   if (!s.ok()) {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     if (inode.open_count == 1 && inode.contents == c) *gave_up = c->DiscardUnstored();
   }
   return s;
 }
 
 std::vector<Filesystem::KernelName> Filesystem::NamesOf(Inode& inode) {
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   std::vector<Inode::Name> names;
   {
-    std::lock_guard lock(inode.name_mu);
+    MutexLock lock(inode.name_mu);
     names = inode.names;
   }
   std::vector<KernelName> out;
@@ -1078,14 +1099,14 @@ std::vector<Filesystem::KernelName> Filesystem::NamesOf(Inode& inode) {
 Status Filesystem::DoFsync(Inode& inode, bool datasync) {
   std::shared_ptr<core::FileContents> c;
   {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     c = inode.contents;
   }
   return c ? c->Sync(datasync) : Status::Ok();
 }
 
 Status Filesystem::DoRelease(Inode& inode, bool writer) {
-  std::lock_guard lock(inode.mu);
+  MutexLock lock(inode.mu);
   if (writer && inode.writers > 0) --inode.writers;
   if (--inode.open_count > 0 || !inode.contents) return Status::Ok();
   Status s = inode.contents->Flush();
@@ -1189,7 +1210,7 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
                           const Caller& caller) {
   auto parsed = acl::Parse(value);
   if (!parsed.ok()) return parsed.status();
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   struct stat st;
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
   Fd fd(raw);
@@ -1281,7 +1302,7 @@ Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan va
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
   SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
                            volume_->names().SealXattr(stored, name, value));
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
   Fd fd(raw);
   if (::setxattr(ProcPath(fd.get()).c_str(), stored.c_str(), sealed.data(), sealed.size(), flags) !=
@@ -1293,7 +1314,7 @@ Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan va
 Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::string& name) {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
   Fd fd(raw);
   return ReadXattr(ProcPath(fd.get()), name);
@@ -1301,7 +1322,7 @@ Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::str
 
 Result<std::string> Filesystem::DoListxattr(Inode& inode) {
   if (S_ISLNK(inode.type)) return std::string();
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
   Fd fd(raw);
   const std::string path = ProcPath(fd.get());
@@ -1354,7 +1375,7 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "removexattr");
   if (acl::IsAclName(name)) {
     // As on ext4, removing an ACL that is not there is no error (and changes no mode).
-    std::shared_lock tree(tree_mu_);
+    ReaderLock tree(tree_mu_);
     struct stat st;
     SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
     Fd fd(raw);
@@ -1362,7 +1383,7 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
     return StoreAcl(ProcPath(fd.get()), name, nullptr, 0, st.st_mode & 07777);
   }
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
   Fd fd(raw);
   if (::removexattr(ProcPath(fd.get()).c_str(), stored.c_str()) != 0) return Errno("removexattr");
@@ -1377,7 +1398,7 @@ Result<core::verity::Digest> Filesystem::DoEnableVerity(Inode& inode, ByteSpan s
   // closed may still be counted: give such releases a moment to arrive.
   for (int waited_ms = 0;; waited_ms += 10) {
     {
-      std::lock_guard lock(inode.mu);
+      MutexLock lock(inode.mu);
       if (!S_ISREG(inode.type)) return Status::FromErrno(EINVAL, "enable verity: not a file");
       if (inode.writers == 0) {
         c = inode.contents;
@@ -1396,7 +1417,7 @@ Result<core::verity::Digest> Filesystem::DoEnableVerity(Inode& inode, ByteSpan s
 Result<core::verity::Descriptor> Filesystem::DoVerityDescriptor(Inode& inode) {
   std::shared_ptr<core::FileContents> c;
   {
-    std::lock_guard lock(inode.mu);
+    MutexLock lock(inode.mu);
     c = inode.contents;
   }
   if (!c) return Status::FromErrno(ENODATA, "measure verity");
@@ -1404,15 +1425,15 @@ Result<core::verity::Descriptor> Filesystem::DoVerityDescriptor(Inode& inode) {
 }
 
 bool Filesystem::DoIsSealed(Inode& inode) {
-  std::lock_guard lock(inode.mu);
+  MutexLock lock(inode.mu);
   return inode.contents != nullptr && inode.contents->sealed();
 }
 
 Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr, int to_set) {
   if (options_.read_only) return Status::FromErrno(EROFS, "setattr");
   if ((to_set & kSetSize) != 0) {
-    std::shared_lock tree(tree_mu_);  // before inode.mu
-    std::lock_guard lock(inode.mu);
+    ReaderLock tree(tree_mu_);  // before inode.mu
+    MutexLock lock(inode.mu);
     const bool was_open = inode.contents != nullptr;
     SIGILFS_ASSIGN_OR_RETURN(auto c, ContentsFor(inode));
     Status s = c->Truncate(static_cast<uint64_t>(attr.st_size));
@@ -1420,11 +1441,11 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
     SIGILFS_RETURN_IF_ERROR(s);
   }
   if ((to_set & (kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime)) != 0) {
-    std::shared_lock tree(tree_mu_);
+    ReaderLock tree(tree_mu_);
     // Through /proc/self/fd of an O_PATH descriptor: works for unlinked open files too.
     int raw = -1;
     {
-      std::lock_guard lock(inode.mu);
+      MutexLock lock(inode.mu);
       if (inode.stat_fd >= 0) raw = ::dup(inode.stat_fd);
     }
     if (raw < 0) {
@@ -1470,7 +1491,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
       // set (cp -a and tar set times on the open file, then close it): write them back first.
       std::shared_ptr<core::FileContents> open;
       {
-        std::lock_guard lock(inode.mu);
+        MutexLock lock(inode.mu);
         open = inode.contents;
       }
       if (open) SIGILFS_RETURN_IF_ERROR(open->Flush());
@@ -1478,7 +1499,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
         // A symlink's own times: through its directory, without following it.
         Inode::Name where;
         {
-          std::lock_guard lock(inode.name_mu);
+          MutexLock lock(inode.name_mu);
           if (inode.names.empty()) return Status::FromErrno(ENOENT, "utimens");
           where = inode.names.front();
         }
@@ -1495,7 +1516,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
 }
 
 Result<std::string> Filesystem::DoReadlink(Inode& inode) {
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
   Fd fd(raw);
   char buf[4096];
@@ -1509,7 +1530,7 @@ Result<std::string> Filesystem::DoReadlink(Inode& inode) {
 Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t mode, dev_t rdev,
                                   const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, mode & S_IFMT, mode, caller));
   if (!S_ISREG(mode) && !modes.access_acl.empty()) {
@@ -1543,7 +1564,7 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
 Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t mode,
                                   const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, S_IFDIR, mode, caller));
   // A setgid directory passes its bit on to subdirectories, as on ext4.
@@ -1569,7 +1590,7 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
 Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
                                     const std::string& target, const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "symlink");
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_->EncryptSymlinkTarget(target));
   Status s = volume_->PrepareName(at.dirfd, at.iv, name);
@@ -1586,7 +1607,7 @@ Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
 
 Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::string& new_name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "link");
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(new_parent, new_name));
   SIGILFS_ASSIGN_OR_RETURN(int src_raw, OpenInode(inode, O_PATH));
   Fd src(src_raw);
@@ -1603,12 +1624,12 @@ int Filesystem::OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd,
   // kernel still caches may stay cached long: only an object this removal deletes is kept.
   if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) return -1;
   {
-    std::lock_guard lock(node->name_mu);
+    MutexLock lock(node->name_mu);
     if (node->names.size() > 1) return -1;  // still reached through another name
   }
   {
-    std::lock_guard lock(table_mu_);
-    if (node->nlookup == 0) return -1;  // the kernel forgot it: nothing can ask
+    MutexLock lock(table_mu_);
+    if (TableOf(*node).nlookup == 0) return -1;  // the kernel forgot it: nothing can ask
   }
   // Out of descriptors: the node then behaves as before (ENOENT once removed).
   const int fd = ::openat(dirfd, stored.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -1637,14 +1658,14 @@ void Filesystem::KeepRemoved(Inode& node, int fd, const std::string& target) {
 std::shared_ptr<Inode> Filesystem::FindLocked(int dirfd, const std::string& stored) {
   struct stat st;
   if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return nullptr;
-  std::lock_guard lock(table_mu_);
+  MutexLock lock(table_mu_);
   auto it = table_.find({st.st_dev, st.st_ino});
   return it == table_.end() ? nullptr : it->second;
 }
 
 Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "unlink");
-  std::unique_lock tree(tree_mu_);
+  WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   struct stat st;
   if (::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("unlink");
@@ -1658,7 +1679,7 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
         at.stored.c_str(), (unsigned long long)st.st_ino, static_cast<void*>(inode.get()));
   if (inode) {
     // Other hard links (if any) keep reaching it.
-    std::lock_guard lock(inode->name_mu);
+    MutexLock lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored);
     KeepRemoved(*inode, kept.release(), target);
   } else if (!target.empty()) {
@@ -1704,7 +1725,7 @@ Status Filesystem::RemoveEmptyDirectoryLocked(int dirfd, const std::string& stor
 
 Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "rmdir");
-  std::unique_lock tree(tree_mu_);
+  WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
   Fd kept;
@@ -1713,7 +1734,7 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
     kept = Fd(OpenBeforeRemoval(inode, at.dirfd, at.stored, st));
   SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(at.dirfd, at.stored));
   if (inode) {
-    std::lock_guard lock(inode->name_mu);
+    MutexLock lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored);
     KeepRemoved(*inode, kept.release());
   }
@@ -1726,7 +1747,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   if (options_.read_only) return Status::FromErrno(EROFS, "rename");
   if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0)
     return Status::FromErrno(EINVAL, "rename");
-  std::unique_lock tree(tree_mu_);
+  WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place from, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(Place to, Resolve(new_parent, new_name));
   const int olddir = from.dirfd, newdir = to.dirfd;
@@ -1737,7 +1758,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   if (::fstatat(olddir, old_stored.c_str(), &src, AT_SYMLINK_NOFOLLOW) != 0) return Errno("rename");
   const bool target_exists = ::fstatat(newdir, new_stored.c_str(), &dst, AT_SYMLINK_NOFOLLOW) == 0;
   auto find = [&](const struct stat& st) -> std::shared_ptr<Inode> {
-    std::lock_guard lock(table_mu_);
+    MutexLock lock(table_mu_);
     auto it = table_.find({st.st_dev, st.st_ino});
     return it == table_.end() ? nullptr : it->second;
   };
@@ -1745,7 +1766,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   auto move_to = [](const std::shared_ptr<Inode>& inode, Inode& from_dir, const std::string& from,
                     Inode& to_dir, const std::string& to) {
     if (!inode) return;
-    std::lock_guard lock(inode->name_mu);
+    MutexLock lock(inode->name_mu);
     RemoveName(*inode, from_dir, from);
     AddName(*inode, to_dir.shared_from_this(), to);
   };
@@ -1783,7 +1804,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
         (unsigned long long)from.dir.st_ino, old_stored.c_str(), (unsigned long long)src.st_ino,
         (unsigned long long)to.dir.st_ino, new_stored.c_str(), target_exists ? 1 : 0);
   if (replaced) {
-    std::lock_guard lock(replaced->name_mu);
+    MutexLock lock(replaced->name_mu);
     RemoveName(*replaced, new_parent, new_stored);
     KeepRemoved(*replaced, kept.release(), replaced_target);
   } else if (!replaced_target.empty()) {
@@ -1802,7 +1823,7 @@ Result<struct statvfs> Filesystem::DoStatfs() {
 }
 
 Result<std::unique_ptr<Filesystem::DirHandle>> Filesystem::DoOpendir(Inode& inode) {
-  std::shared_lock tree(tree_mu_);
+  ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_RDONLY | O_DIRECTORY | NoAtime(true)));
   auto handle = std::make_unique<DirHandle>();
   handle->fd = raw;
@@ -1820,7 +1841,7 @@ int Filesystem::NoAtime(bool directory) {
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
   const std::chrono::steady_clock::duration checked(atime_checked_ns_.load());
   if (atime_probe_ && now - checked >= std::chrono::seconds(1)) {
-    std::unique_lock lock(atime_mu_, std::try_to_lock);
+    MutexLock lock(atime_mu_, std::try_to_lock);
     if (lock.owns_lock()) {
       bool noatime = false, nodiratime = false;
       const std::string options = atime_probe_();
@@ -1842,13 +1863,13 @@ int Filesystem::NoAtime(bool directory) {
 void Filesystem::FlushAll() {
   std::vector<std::shared_ptr<Inode>> inodes;
   {
-    std::lock_guard lock(table_mu_);
+    MutexLock lock(table_mu_);
     for (auto& [key, inode] : table_) inodes.push_back(inode);
   }
   for (auto& inode : inodes) {
     std::shared_ptr<core::FileContents> c;
     {
-      std::lock_guard lock(inode->mu);
+      MutexLock lock(inode->mu);
       c = inode->contents;
     }
     if (c) {

@@ -12,15 +12,14 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "sigilfs/core/verity.h"
 #include "sigilfs/core/volume.h"
+#include "sigilfs/mutex.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::fuse {
@@ -39,20 +38,14 @@ struct Inode : std::enable_shared_from_this<Inode> {
     std::shared_ptr<Inode> parent;
     std::string stored;
   };
-  std::mutex name_mu;
-  std::vector<Name> names;  // the first is used to reach it
-  // Lookups the kernel holds. At 0 a node stays in the table while it is remembered for file
-  // handles, and a directory while nodes name it as their parent (see Filesystem::Forget).
-  // GUARDED_BY(Filesystem::table_mu_)
-  uint64_t nlookup = 0;
+  mutable Mutex name_mu;
+  std::vector<Name> names SIGILFS_GUARDED_BY(name_mu);  // the first is used to reach it
   // With the node id, what a file handle names: a node id whose node is gone may be reused by a
   // new node, which gets a new generation, so an old handle is ESTALE, never another file.
   uint32_t generation = 0;  // 0 for the root, as the kernel requires
   // The node id, where it is made from the backing object's own file handle (and so the same
   // in every mount: Filesystem::PersistentId); 0: the node's address is its id.
   uint64_t nodeid = 0;
-  // Forgotten by the kernel and remembered for file handles: its place in Filesystem::forgotten_.
-  std::optional<std::list<Inode*>::iterator> forgotten_at;  // GUARDED_BY(Filesystem::table_mu_)
   // A node the kernel holds whose last name this mount removed (unlink, rmdir, rename over it):
   // an O_PATH descriptor of the cipher object, opened just before the removal, through which
   // it is still reached as on ext4 (fstat of an open or O_PATH descriptor, fchmod, a reopen
@@ -70,16 +63,33 @@ struct Inode : std::enable_shared_from_this<Inode> {
   Inode& operator=(const Inode&) = delete;
   ~Inode();
 
-  std::mutex mu;                                 // guards the fields below
-  std::optional<core::DirIv> iv;                 // directories: cached name IV
-  std::shared_ptr<core::FileContents> contents;  // regular files while open
-  int stat_fd = -1;                              // the open cipher file, for fstat
-  int open_count = 0;
-  int writers = 0;              // opens for writing (a file being written cannot be sealed)
-  std::string last_read_error;  // logged once, not on every retry of the same bad page
+  Mutex mu;
+  std::optional<core::DirIv> iv SIGILFS_GUARDED_BY(mu);  // directories: cached name IV
+  // Regular files while open.
+  std::shared_ptr<core::FileContents> contents SIGILFS_GUARDED_BY(mu);
+  int stat_fd SIGILFS_GUARDED_BY(mu) = -1;  // the open cipher file, for fstat
+  int open_count SIGILFS_GUARDED_BY(mu) = 0;
+  // Opens for writing (a file being written cannot be sealed).
+  int writers SIGILFS_GUARDED_BY(mu) = 0;
+  // Logged once, not on every retry of the same bad page.
+  std::string last_read_error SIGILFS_GUARDED_BY(mu);
   // Set while `contents` is: an open file keeps its cipher inode (and number) alive. Atomic so
   // the inode table can read it without taking `mu` (table_mu_ comes after mu).
   std::atomic<bool> is_open{false};
+  // What the node table keeps of the node, under the table's lock, which is the Filesystem's:
+  // reached only through Filesystem::TableOf, which requires that lock.
+  struct TableState {
+    // Lookups the kernel holds. At 0 a node stays in the table while it is remembered for file
+    // handles, and a directory while nodes name it as their parent (see Filesystem::Forget).
+    uint64_t nlookup = 0;
+    // Forgotten by the kernel and remembered for file handles: its place in
+    // Filesystem::forgotten_.
+    std::optional<std::list<Inode*>::iterator> forgotten_at;
+  };
+
+ private:
+  friend class Filesystem;
+  TableState table_;
 };
 
 struct Entry {
@@ -286,32 +296,33 @@ class Filesystem {
     Place& operator=(Place&&) = delete;
     ~Place();
   };
-  Result<Place> Resolve(Inode& dir, const std::string& name);  // REQUIRES tree_mu_
+  Result<Place> Resolve(Inode& dir, const std::string& name) SIGILFS_REQUIRES_SHARED(tree_mu_);
 
-  std::string PathLocked(const Inode& inode) const;  // REQUIRES tree_mu_ (shared)
+  std::string PathLocked(const Inode& inode) const SIGILFS_REQUIRES_SHARED(tree_mu_);
   // O_NOATIME where the mount's options say so for a file or a `directory`, else 0.
   int NoAtime(bool directory);
-  // REQUIRES tree_mu_ (shared). `st`, if given, gets the opened object's attributes. A node
-  // whose names are all gone is opened through its removed_fd, if it has one. O_NOATIME is
-  // dropped where the daemon may not use it (EPERM: not the owner, without CAP_FOWNER).
-  Result<int> OpenInode(const Inode& inode, int flags, struct stat* st = nullptr) const;
+  // `st`, if given, gets the opened object's attributes. A node whose names are all gone is
+  // opened through its removed_fd, if it has one. O_NOATIME is dropped where the daemon may not
+  // use it (EPERM: not the owner, without CAP_FOWNER).
+  Result<int> OpenInode(const Inode& inode, int flags, struct stat* st = nullptr) const
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // Before the removal of `stored` in `dirfd`, which `st` describes: an O_PATH descriptor of it
   // if `node` is held by the kernel, has no other name known here and the object no other link,
   // so that the node stays reachable once removed (Inode::removed_fd); else -1.
-  // REQUIRES tree_mu_ (exclusive)
   int OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd, const std::string& stored,
-                        const struct stat& st);
+                        const struct stat& st) SIGILFS_REQUIRES(tree_mu_);
   // After the removal: `node`, left without names, keeps `fd` (closed otherwise), and with it
   // the side file of a symlink's `target` (Volume::TargetToRelease; released now otherwise).
-  // REQUIRES tree_mu_ (exclusive) and node->name_mu
-  void KeepRemoved(Inode& node, int fd, const std::string& target = {});
-  Result<core::DirIv> DirIvOf(Inode& dir, int dirfd);
+  void KeepRemoved(Inode& node, int fd, const std::string& target = {})
+      SIGILFS_REQUIRES(tree_mu_, node.name_mu);
+  Result<core::DirIv> DirIvOf(Inode& dir, int dirfd) SIGILFS_REQUIRES_SHARED(tree_mu_);
   // The node for backing object `st`, found as `stored` in `parent` (one lookup reference
   // taken); a new node's id comes from the object's own file handle, asked of `at_fd` and
   // `at_name` (an empty name: `at_fd` is the object).
   Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
                                         const std::string& stored, int at_fd,
-                                        const std::string& at_name);
+                                        const std::string& at_name)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // A node id that every mount of the vault gives the object `at_fd`/`at_name` (`st`): made from
   // the backing filesystem's file handle where that is an inode number and a 32-bit generation
   // (ext2/3/4, XFS with 32-bit inode numbers), the generation's top bit dropped so that ids of
@@ -320,8 +331,7 @@ class Filesystem {
   // A node id from an earlier mount (or one forged): the object its backing file handle opens,
   // if the backing filesystem still has it and it lies inside the vault, reached again by its
   // path from the cipher root (needs CAP_DAC_READ_SEARCH, which a root daemon has).
-  // REQUIRES tree_mu_ (shared)
-  Result<Entry> ResolvePersistentId(uint64_t nodeid);
+  Result<Entry> ResolvePersistentId(uint64_t nodeid) SIGILFS_REQUIRES_SHARED(tree_mu_);
   // The stored names from the cipher root to the object `fd` as the backing filesystem knows its
   // path (not checked), or none where it names none inside the vault.
   std::vector<std::string> PathInVault(int fd) const;
@@ -329,18 +339,19 @@ class Filesystem {
   // through the whole vault (a bounded search), or none.
   std::vector<std::string> FindInVault(uint64_t ino) const;
   // `parts` walked from the cipher root, each level interned: the entry of the last if it is
-  // the object `st` with node id `nodeid`, else ESTALE. REQUIRES tree_mu_ (shared)
+  // the object `st` with node id `nodeid`, else ESTALE.
   Result<Entry> WalkToPersistentId(const std::vector<std::string>& parts, const struct stat& st,
-                                   uint64_t nodeid);
-  Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, int dirfd, const std::string& stored);
+                                   uint64_t nodeid) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, int dirfd, const std::string& stored)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // A known node's entry, reached through its first name that still leads to it (ESTALE if
-  // none does). REQUIRES tree_mu_ (shared)
-  Result<Entry> EntryOf(const std::shared_ptr<Inode>& node);
+  // none does).
+  Result<Entry> EntryOf(const std::shared_ptr<Inode>& node) SIGILFS_REQUIRES_SHARED(tree_mu_);
   Result<struct stat> Translate(struct stat st, int dirfd, const std::string& stored,
                                 const Inode* inode);
   Status Chown(int dirfd, const std::string& stored, const Caller& caller, const struct stat& dir);
   // What a new entry gets: its mode (the umask applied, or restricted by the parent's default
-  // ACL) and the ACLs it inherits (empty when none is stored). REQUIRES tree_mu_
+  // ACL) and the ACLs it inherits (empty when none is stored).
   struct NewModes {
     mode_t mode = 0;                   // permission bits (and set-ID bits) of the new entry
     std::vector<uint8_t> access_acl;   // inherited access ACL, xattr form
@@ -349,7 +360,8 @@ class Filesystem {
     // named user what the group or other bits would allow.
     mode_t initial() const { return access_acl.empty() ? mode : mode & ~(S_IRWXG | S_IRWXO); }
   };
-  Result<NewModes> ModesForNew(int parent_dirfd, mode_t type, mode_t mode, const Caller& caller);
+  Result<NewModes> ModesForNew(int parent_dirfd, mode_t type, mode_t mode, const Caller& caller)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // Stores a new entry's inherited ACLs and then gives it its final mode.
   Status FinishNew(const std::string& path, const NewModes& modes);
   Result<std::string> StoredXattrName(const std::string& name) const;
@@ -364,44 +376,50 @@ class Filesystem {
                   const std::vector<uint8_t>* value, int flags, mode_t mode);
   Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                 const Caller& caller);
-  // REQUIRES tree_mu_ (shared) and then inode.mu: the lock order is tree_mu_, table_mu_ or an
-  // inode's mu, name_mu.
-  Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode);
-  void CloseContentsLocked(Inode& inode);                                   // REQUIRES inode.mu
-  std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
+  // The lock order is tree_mu_, table_mu_ or an inode's mu, name_mu.
+  Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode)
+      SIGILFS_REQUIRES_SHARED(tree_mu_) SIGILFS_REQUIRES(inode.mu);
+  void CloseContentsLocked(Inode& inode) SIGILFS_REQUIRES(inode.mu);
+  std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // `node` left the table or orphans_ for good: unless still held, its names go, and so do the
   // forgotten directories only they kept in the table. Nodes to release after table_mu_ go to
-  // `dropped`. REQUIRES table_mu_
-  void DropLocked(std::shared_ptr<Inode> node, std::vector<std::shared_ptr<Inode>>* dropped);
-  Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored);  // REQUIRES tree_mu_
+  // `dropped`.
+  void DropLocked(std::shared_ptr<Inode> node, std::vector<std::shared_ptr<Inode>>* dropped)
+      SIGILFS_REQUIRES(table_mu_);
+  Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // The kernel forgot `it`'s node: it leaves the table unless it is a directory other nodes
-  // still name as their parent. REQUIRES table_mu_
+  // still name as their parent.
   void ReleaseLocked(std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>>::iterator it,
-                     std::vector<std::shared_ptr<Inode>>* dropped);
+                     std::vector<std::shared_ptr<Inode>>* dropped) SIGILFS_REQUIRES(table_mu_);
   // Remembers a node the kernel forgot, releasing the oldest beyond handle_cache.
-  void RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>* dropped);  // table_mu_
-  void UnrememberLocked(Inode& node);  // REQUIRES table_mu_
+  void RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>* dropped)
+      SIGILFS_REQUIRES(table_mu_);
+  void UnrememberLocked(Inode& node) SIGILFS_REQUIRES(table_mu_);
+  Inode::TableState& TableOf(Inode& node) SIGILFS_REQUIRES(table_mu_) { return node.table_; }
 
   std::unique_ptr<core::Volume> volume_;
   MountOptions options_;
   std::shared_ptr<Inode> root_;
 
-  mutable std::shared_mutex tree_mu_;
-  mutable std::mutex table_mu_;
+  mutable SharedMutex tree_mu_ SIGILFS_ACQUIRED_BEFORE(table_mu_);
+  mutable Mutex table_mu_;
   // One node per backing object the kernel knows (or, for a directory, that a known node still
   // names as its parent): renames, unlinks and rmdirs keep these nodes' names current.
-  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>> table_;  // GUARDED_BY(table_mu_)
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>> table_
+      SIGILFS_GUARDED_BY(table_mu_);
   // Nodes displaced from table_ (their backing inode number was reused) that the kernel has
-  // not forgotten yet: kept alive so their node ids never dangle. GUARDED_BY(table_mu_)
-  std::map<Inode*, std::shared_ptr<Inode>> orphans_;
+  // not forgotten yet: kept alive so their node ids never dangle.
+  std::map<Inode*, std::shared_ptr<Inode>> orphans_ SIGILFS_GUARDED_BY(table_mu_);
   // The node ids of every node in table_ and orphans_: what a file handle may name, and where
   // Get finds a node whose id is not its address. Changed under table_mu_ and ids_mu_
-  // (exclusive); Get reads it under ids_mu_ (shared) alone.
-  std::unordered_map<uint64_t, Inode*> known_;
-  mutable std::shared_mutex ids_mu_;
+  // (exclusive), read under ids_mu_ (shared).
+  std::unordered_map<uint64_t, Inode*> known_ SIGILFS_GUARDED_BY(ids_mu_);
+  mutable SharedMutex ids_mu_;
   // Nodes of table_ the kernel forgot, oldest first, at most options_.handle_cache of them.
-  std::list<Inode*> forgotten_;   // GUARDED_BY(table_mu_)
-  uint32_t next_generation_ = 1;  // GUARDED_BY(table_mu_); starts at random per mount
+  std::list<Inode*> forgotten_ SIGILFS_GUARDED_BY(table_mu_);
+  uint32_t next_generation_ SIGILFS_GUARDED_BY(table_mu_) = 1;  // starts at random per mount
   std::atomic<uint64_t> handle_lookups_{0};
   std::atomic<uint64_t> getattrs_{0};
   std::atomic<uint64_t> getxattrs_{0};
@@ -411,7 +429,7 @@ class Filesystem {
   std::atomic<int> open_files_{0};
   std::atomic<bool> acls_{false};
   std::function<std::string()> atime_probe_;  // set before serving
-  std::mutex atime_mu_;                       // one thread probes at a time
+  Mutex atime_mu_;                            // one thread probes at a time
   std::atomic<std::chrono::steady_clock::rep> atime_checked_ns_{0};
   std::atomic<bool> noatime_{false}, nodiratime_{false};
   std::string stored_access_acl_, stored_default_acl_;  // stored names of the ACL attributes

@@ -5,10 +5,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "sigilfs/crypt/bytes.h"
+#include "sigilfs/mutex.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
@@ -45,8 +45,8 @@ std::unique_ptr<BackingFile> NewPosixBackingFile(int fd);
 // Bytes of a memory "file", shareable so a test can reopen the same file. Like a sparse file on
 // a filesystem with 4 KiB blocks, its holes are the aligned 4 KiB blocks of zeros.
 struct MemoryFileData {
-  std::mutex mu;
-  std::vector<uint8_t> bytes;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::vector<uint8_t> bytes SIGILFS_GUARDED_BY(mu);
 };
 std::unique_ptr<BackingFile> NewMemoryBackingFile(std::shared_ptr<MemoryFileData> data);
 
@@ -79,9 +79,9 @@ class FaultyBackingFile : public BackingFile {
 
  private:
   std::unique_ptr<BackingFile> inner_;
-  std::mutex mu_;
-  FaultPlan plan_;        // GUARDED_BY(mu_)
-  bool crashed_ = false;  // GUARDED_BY(mu_) a write failed under plan_.crash
+  Mutex mu_;
+  FaultPlan plan_ SIGILFS_GUARDED_BY(mu_);
+  bool crashed_ SIGILFS_GUARDED_BY(mu_) = false;  // a write failed under plan_.crash
 };
 
 }  // namespace sigilfs::core

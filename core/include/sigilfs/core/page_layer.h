@@ -5,7 +5,6 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,6 +24,7 @@
 #include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/aead.h"
 #include "sigilfs/crypt/secure_bytes.h"
+#include "sigilfs/mutex.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
@@ -207,15 +207,17 @@ class FileContents {
   };
   static PageBuffer NewPageBuffer();
   FileContents(PageLayer& layer, std::unique_ptr<BackingFile> backing, std::string label);
-  Status Load();
-  Status LoadSealed(const FileHeader& header, uint64_t cipher_size);
+  // Opening, before the object is shared: under mu_ all the same, so the checker sees it.
+  Status Load() SIGILFS_REQUIRES(mu_);
+  Status LoadSealed(const FileHeader& header, uint64_t cipher_size) SIGILFS_REQUIRES(mu_);
   // A file whose length is a sealed file's but whose header is not flagged: true if it was
   // loaded (as the sealed file it is, or as the unsealed file an interrupted seal left, its tail
   // to be cut at the first change); false if its length only looks sealed (a torn tail).
-  Result<bool> LoadUnflaggedSeal(const FileHeader& header, uint64_t cipher_size);
+  Result<bool> LoadUnflaggedSeal(const FileHeader& header, uint64_t cipher_size)
+      SIGILFS_REQUIRES(mu_);
   void AdoptSeal(const verity::SealedLayout& layout, const verity::Record& record,
-                 std::shared_ptr<const Key> key);
-  void AdoptUnsealedData(uint64_t data_size, std::shared_ptr<const Key> key);
+                 std::shared_ptr<const Key> key) SIGILFS_REQUIRES(mu_);
+  void AdoptUnsealedData(uint64_t data_size, std::shared_ptr<const Key> key) SIGILFS_REQUIRES(mu_);
   // How a file's last data unit opens (Load's check that an unsealed file is not a stripped one).
   struct LastPage {
     enum Kind { kNeither, kUnsealed, kBound } kind = kNeither;
@@ -223,7 +225,7 @@ class FileContents {
   };
   Result<LastPage> ProbeLastPage(const Key& key, uint64_t index, uint64_t data_size,
                                  bool try_unsealed);
-  Status CutStaleTailLocked();  // REQUIRES writeback_mu_ and mu_ (exclusive)
+  Status CutStaleTailLocked() SIGILFS_REQUIRES(writeback_mu_, mu_);
   Result<verity::Record> ReadRecord(const Key& key, const verity::SealedLayout& layout);
   // Verified tree blocks for the data pages [first, first + count) of a sealed file, one per
   // level-0 block (read together), with their ancestors checked up to the root. If a block after
@@ -262,7 +264,8 @@ class FileContents {
   void CheckPages(const Sealed& sealed, std::span<const TreeBlock> level0, uint64_t first,
                   size_t begin, size_t end, std::span<uint8_t* const> dest,
                   std::span<Status> results) const;
-  Status Frozen() const;  // REQUIRES mu_: kPermissionDenied once sealing starts
+  // kPermissionDenied once sealing starts.
+  Status Frozen() const SIGILFS_REQUIRES_SHARED(mu_);
 
   void Count(PageCounter c, uint64_t n = 1);
   // A run of whole pages written straight from the caller's buffer, bypassing the cache.
@@ -276,44 +279,48 @@ class FileContents {
   };
 
   Result<std::shared_ptr<const Key>> MakeKey(const FileNonce& nonce) const;
-  Result<std::shared_ptr<const Key>> EnsureKeyLocked();
+  Result<std::shared_ptr<const Key>> EnsureKeyLocked() SIGILFS_REQUIRES(mu_);
   // `nonces`, when given, receives each stored page's nonce (nonce_size() bytes per page).
   Status LoadPages(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
                    std::span<uint8_t* const> dest, size_t& good, MutableByteSpan nonces = {});
   Status LoadPageBuffers(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
                          std::vector<PageBuffer>& out);
-  Status EnsureCachedLocked(uint64_t index);
+  Status EnsureCachedLocked(uint64_t index) SIGILFS_REQUIRES(mu_);
   Result<size_t> WriteCached(uint64_t offset, Source& source, size_t length);
   // A failure after part of the run was stored returns that part's length with `*failed` set.
   Result<size_t> WriteDirect(uint64_t first, size_t count, Source& source, bool* failed);
-  // REQUIRES mu_ (exclusive, in `lock`): waits while page `index` is being changed past the
-  // cache (a large write or a punch in flight), so a partial write comes after it, never
-  // between its read of the old page and the new one landing. Returns whether it waited.
-  bool WaitForBypassLocked(std::unique_lock<std::shared_mutex>& lock, uint64_t index);
+  // Waits while page `index` is being changed past the cache (a large write or a punch in
+  // flight), so a partial write comes after it, never between its read of the old page and the
+  // new one landing. Returns whether it waited.
+  bool WaitForBypassLocked(uint64_t index) SIGILFS_REQUIRES(mu_);
   // With write-backs failing, stores the dirty backlog before a write that would pass its bound
   // adds to it, and fails (the write then changes nothing) if that fails too.
   Status LimitBacklog(size_t adding);
-  Result<Page*> WriteBegin(uint64_t index, size_t in_page, size_t len, Page& pending);
+  Result<Page*> WriteBegin(uint64_t index, size_t in_page, size_t len, Page& pending)
+      SIGILFS_REQUIRES(mu_);
   size_t WriteEnd(Page* page, Page& pending, uint64_t index, size_t in_page, size_t len,
-                  size_t copied);
+                  size_t copied) SIGILFS_REQUIRES(mu_);
   Status PreloadPartialPages(uint64_t offset, size_t length);
-  Page& InsertPageLocked(uint64_t index, PageBuffer data, bool dirty);
-  void MarkDirtyLocked(uint64_t index, Page& page);
-  void DropPageLocked(std::pmr::map<uint64_t, Page>::iterator it);
-  void DropRangeLocked(uint64_t first, uint64_t end);       // pages [first, end), dirty or not
-  void DropCleanRangeLocked(uint64_t first, uint64_t end);  // only the clean ones
+  Page& InsertPageLocked(uint64_t index, PageBuffer data, bool dirty) SIGILFS_REQUIRES(mu_);
+  void MarkDirtyLocked(uint64_t index, Page& page) SIGILFS_REQUIRES(mu_);
+  void DropPageLocked(std::pmr::map<uint64_t, Page>::iterator it) SIGILFS_REQUIRES(mu_);
+  // Pages [first, end), dirty or not.
+  void DropRangeLocked(uint64_t first, uint64_t end) SIGILFS_REQUIRES(mu_);
+  void DropCleanRangeLocked(uint64_t first, uint64_t end)
+      SIGILFS_REQUIRES(mu_);  // only the clean ones
   // Truncate, or with `only_grow` a size that is only ever raised (fallocate beside writers).
   Status Resize(uint64_t new_size, bool only_grow);
-  Status CutStoredLocked(uint64_t new_size);  // REQUIRES writeback_mu_ and mu_ (exclusive)
+  Status CutStoredLocked(uint64_t new_size) SIGILFS_REQUIRES(writeback_mu_, mu_);
   // Sealed zeros over [offset, end), through the ordinary write path: no holes.
   Status WriteZeros(uint64_t offset, uint64_t end);
   // Whole pages [first, end), none of them the last, become holes (Allocate's punch).
   Status PunchPages(uint64_t first, uint64_t end);
   // The first run of hole pages at or after `from`, before the last page: [first, end).
-  Result<std::optional<std::pair<uint64_t, uint64_t>>> NextHoleRun(uint64_t from);  // REQUIRES mu_
-  void EvictLocked();
-  Status WriteBackLocked(DirectRun* direct = nullptr);  // REQUIRES writeback_mu_
-  Status StoreDirtyLocked(DirectRun* direct);           // REQUIRES writeback_mu_
+  Result<std::optional<std::pair<uint64_t, uint64_t>>> NextHoleRun(uint64_t from)
+      SIGILFS_REQUIRES_SHARED(mu_);
+  void EvictLocked() SIGILFS_REQUIRES(mu_);
+  Status WriteBackLocked(DirectRun* direct = nullptr) SIGILFS_REQUIRES(writeback_mu_);
+  Status StoreDirtyLocked(DirectRun* direct) SIGILFS_REQUIRES(writeback_mu_);
   // The write-back a write triggers runs as a job on a crypto worker while the writer goes on
   // (docs/design.md, "Write-back"). Starting one first finishes the one before and returns its
   // failure, as a write-back the write ran itself would have.
@@ -321,54 +328,56 @@ class FileContents {
   // Helps with the pending job (its batch of seals) until it is done; returns its failure.
   Status FinishWriteBackJob();
   void UndoGrowth(uint64_t old_size, bool header_was_new, const Key& key,
-                  const uint8_t* old_last_plain);  // REQUIRES writeback_mu_
+                  const uint8_t* old_last_plain) SIGILFS_REQUIRES(writeback_mu_);
 
   PageLayer& layer_;
   std::unique_ptr<BackingFile> backing_;
   const std::string label_;
   PageCounters counters_;
 
-  std::mutex writeback_mu_;
-  std::mutex job_mu_;
+  Mutex writeback_mu_ SIGILFS_ACQUIRED_BEFORE(mu_);
+  Mutex job_mu_;
   // A write-back job is posted and not finished. Set and cleared under job_mu_; read without
   // it to decide whether to wait.
   std::atomic<bool> job_pending_{false};
-  Status job_error_;  // GUARDED_BY(job_mu_) the last job's failure, not yet reported
+  Status job_error_ SIGILFS_GUARDED_BY(job_mu_);  // the last job's failure, not yet reported
   // The last write-back failed and none has stored everything since: the dirty backlog is
   // bounded (LimitBacklog).
   std::atomic<bool> writeback_failing_{false};
-  std::vector<uint8_t> wb_cipher_;  // GUARDED_BY(writeback_mu_) their sealed units
-  mutable std::shared_mutex mu_;
-  uint64_t size_ = 0;               // GUARDED_BY(mu_) plaintext size as seen by users
-  uint64_t disk_size_ = 0;          // GUARDED_BY(mu_) plaintext size the cipher file holds
-  bool header_on_disk_ = false;     // GUARDED_BY(mu_)
-  std::shared_ptr<const Key> key_;  // GUARDED_BY(mu_) null until the first write of a new file
+  std::vector<uint8_t> wb_cipher_ SIGILFS_GUARDED_BY(writeback_mu_);  // their sealed units
+  mutable SharedMutex mu_;
+  uint64_t size_ SIGILFS_GUARDED_BY(mu_) = 0;       // plaintext size as seen by users
+  uint64_t disk_size_ SIGILFS_GUARDED_BY(mu_) = 0;  // plaintext size the cipher file holds
+  bool header_on_disk_ SIGILFS_GUARDED_BY(mu_) = false;
+  // Null until the first write of a new file.
+  std::shared_ptr<const Key> key_ SIGILFS_GUARDED_BY(mu_);
   // Set once, when the file is sealed, and never cleared: readable without mu_ (page loads run
   // under it as well as outside).
-  std::unique_ptr<const Sealed> sealed_owner_;  // GUARDED_BY(mu_)
+  std::unique_ptr<const Sealed> sealed_owner_ SIGILFS_GUARDED_BY(mu_);
   std::atomic<const Sealed*> sealed_{nullptr};
-  bool frozen_ = false;  // GUARDED_BY(mu_) sealed or being sealed
-  // GUARDED_BY(mu_) the cipher file holds more than its data: what a seal interrupted before its
-  // commit point (or undone without its last cut) leaves; cut before the first change.
-  bool stale_tail_ = false;
+  bool frozen_ SIGILFS_GUARDED_BY(mu_) = false;  // sealed or being sealed
+  // The cipher file holds more than its data: what a seal interrupted before its commit point
+  // (or undone without its last cut) leaves; cut before the first change.
+  bool stale_tail_ SIGILFS_GUARDED_BY(mu_) = false;
   bool seal_unflagged_ = false;  // set by the open only
   // Nodes of pages_ and dirty_ come from a pool of the file's own: a malloc and a free per
   // node were a tenth of a small write's time. All changes to either happen under mu_ held
   // exclusively, so the pool needs no lock of its own.
-  std::pmr::unsynchronized_pool_resource nodes_;   // GUARDED_BY(mu_)
-  std::pmr::map<uint64_t, Page> pages_{&nodes_};   // GUARDED_BY(mu_)
-  std::pmr::map<uint64_t, Page*> dirty_{&nodes_};  // GUARDED_BY(mu_) into pages_
-  std::vector<PageBuffer> retired_;  // GUARDED_BY(mu_) replaced while in flight, freed after
-  uint64_t generation_ = 0;          // GUARDED_BY(mu_) bumped by truncate
-  // GUARDED_BY(mu_) pages [first, end) a large write or a punch is changing past the cache;
-  // partial writes into them wait on bypass_done_ (WaitForBypassLocked).
-  std::optional<std::pair<uint64_t, uint64_t>> bypass_;
-  std::condition_variable_any bypass_done_;
-  // GUARDED_BY(mu_) bumped whenever the cache stops being the newest copy of a page it lacks
-  // (clean pages evicted, pages written past the cache): a page loaded before a change of
-  // epoch may be stale and is not cached.
-  uint64_t cache_epoch_ = 0;
-  size_t evict_scan_at_ = 0;  // GUARDED_BY(mu_) cache size that triggers the next scan
+  std::pmr::unsynchronized_pool_resource nodes_ SIGILFS_GUARDED_BY(mu_);
+  std::pmr::map<uint64_t, Page> pages_ SIGILFS_GUARDED_BY(mu_){&nodes_};
+  std::pmr::map<uint64_t, Page*> dirty_ SIGILFS_GUARDED_BY(mu_){&nodes_};  // into pages_
+  // Replaced while in flight, freed after.
+  std::vector<PageBuffer> retired_ SIGILFS_GUARDED_BY(mu_);
+  uint64_t generation_ SIGILFS_GUARDED_BY(mu_) = 0;  // bumped by truncate
+  // Pages [first, end) a large write or a punch is changing past the cache; partial writes into
+  // them wait on bypass_done_ (WaitForBypassLocked).
+  std::optional<std::pair<uint64_t, uint64_t>> bypass_ SIGILFS_GUARDED_BY(mu_);
+  SharedCondVar bypass_done_;
+  // Bumped whenever the cache stops being the newest copy of a page it lacks (clean pages
+  // evicted, pages written past the cache): a page loaded before a change of epoch may be stale
+  // and is not cached.
+  uint64_t cache_epoch_ SIGILFS_GUARDED_BY(mu_) = 0;
+  size_t evict_scan_at_ SIGILFS_GUARDED_BY(mu_) = 0;  // cache size that triggers the next scan
   std::atomic<uint64_t> use_clock_{0};
   std::atomic<uint64_t> next_sequential_{0};  // where a sequential reader will read next
 };
