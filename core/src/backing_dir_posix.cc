@@ -1,0 +1,282 @@
+// BackingDir on a real filesystem: one descriptor per directory and the *at system calls.
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "sigilfs/core/backing_dir.h"
+#include "sigilfs/core/unique_fd.h"
+
+namespace sigilfs::core {
+namespace {
+
+Status Errno(std::string_view what, std::string_view name) {
+  return Status::FromErrno(errno, std::string(what) + " " + std::string(name));
+}
+
+class PosixBackingDir final : public BackingDir {
+ public:
+  explicit PosixBackingDir(int fd) : fd_(fd) {}
+
+  Result<struct stat> Stat(std::string_view name) override {
+    struct stat st;
+    const std::string n(name);
+    if (::fstatat(fd_.get(), n.c_str(), &st,
+                  AT_SYMLINK_NOFOLLOW | (n.empty() ? AT_EMPTY_PATH : 0)) != 0)
+      return Errno("stat", name);
+    // A removed directory still stats, with no link: it is gone all the same.
+    if (n.empty() && st.st_nlink == 0) return Status::FromErrno(ENOENT, "stat .");
+    return st;
+  }
+
+  Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view name) override {
+    const std::string n(name);
+    const int fd = ::openat(fd_.get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Errno("open directory", name);
+    return std::unique_ptr<BackingDir>(new PosixBackingDir(fd));
+  }
+
+  Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view name,
+                                                const FileOpenMode& how) override {
+    const std::string n(name);
+    const int rw = how.write ? O_RDWR : O_RDONLY;
+    if (how.create) {
+      const int fd =
+          ::openat(fd_.get(), n.c_str(), rw | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, how.mode);
+      if (fd >= 0) return NewPosixBackingFile(fd);
+      if (errno != EEXIST || how.exclusive) return Errno("create", name);
+    }
+    // An existing entry is looked at before it is opened for reading or writing: opening a
+    // device node or a FIFO of the store could block or act on a device.
+    UniqueFd path(::openat(fd_.get(), n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (path.get() < 0) return Errno("open", name);
+    struct stat st;
+    if (::fstat(path.get(), &st) != 0) return Errno("stat", name);
+    if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "open " + n);
+    if (S_ISLNK(st.st_mode)) return Status::FromErrno(ELOOP, "open " + n);
+    if (!S_ISREG(st.st_mode)) return Status::FromErrno(EINVAL, "open of a special file " + n);
+    const std::string self = "/proc/self/fd/" + std::to_string(path.get());
+    const int fd = ::open(self.c_str(), rw | O_CLOEXEC);
+    if (fd < 0) return Errno("open", name);
+    return NewPosixBackingFile(fd);
+  }
+
+  Status MakeDir(std::string_view name, mode_t mode) override {
+    if (::mkdirat(fd_.get(), std::string(name).c_str(), mode) != 0) return Errno("mkdir", name);
+    return Status::Ok();
+  }
+
+  Status MakeNode(std::string_view name, mode_t mode, dev_t rdev) override {
+    if (::mknodat(fd_.get(), std::string(name).c_str(), mode, rdev) != 0)
+      return Errno("mknod", name);
+    return Status::Ok();
+  }
+
+  Status MakeSymlink(std::string_view name, std::string_view target) override {
+    if (::symlinkat(std::string(target).c_str(), fd_.get(), std::string(name).c_str()) != 0)
+      return Errno("symlink", name);
+    return Status::Ok();
+  }
+
+  Result<std::string> ReadSymlink(std::string_view name) override {
+    std::string buf(PATH_MAX, '\0');
+    const ssize_t n = ::readlinkat(fd_.get(), std::string(name).c_str(), buf.data(), buf.size());
+    if (n < 0) return Errno("readlink", name);
+    buf.resize(static_cast<size_t>(n));
+    return buf;
+  }
+
+  Status Link(std::string_view name, BackingDir& to, std::string_view to_name) override {
+    auto* other = dynamic_cast<PosixBackingDir*>(&to);
+    if (other == nullptr) return Status::FromErrno(EXDEV, "link across stores");
+    if (::linkat(fd_.get(), std::string(name).c_str(), other->fd_.get(),
+                 std::string(to_name).c_str(), 0) != 0)
+      return Errno("link", name);
+    return Status::Ok();
+  }
+
+  Status Unlink(std::string_view name) override {
+    if (::unlinkat(fd_.get(), std::string(name).c_str(), 0) != 0) return Errno("unlink", name);
+    return Status::Ok();
+  }
+
+  Status RemoveDir(std::string_view name) override {
+    if (::unlinkat(fd_.get(), std::string(name).c_str(), AT_REMOVEDIR) != 0)
+      return Errno("rmdir", name);
+    return Status::Ok();
+  }
+
+  Status Rename(std::string_view name, BackingDir& to, std::string_view to_name,
+                unsigned flags) override {
+    auto* other = dynamic_cast<PosixBackingDir*>(&to);
+    if (other == nullptr) return Status::FromErrno(EXDEV, "rename across stores");
+    unsigned sys_flags = 0;
+    if ((flags & kNoReplace) != 0) sys_flags |= RENAME_NOREPLACE;
+    if ((flags & kExchange) != 0) sys_flags |= RENAME_EXCHANGE;
+    if (::renameat2(fd_.get(), std::string(name).c_str(), other->fd_.get(),
+                    std::string(to_name).c_str(), sys_flags) != 0)
+      return Errno("rename", name);
+    return Status::Ok();
+  }
+
+  // A stream of its own per call (the descriptor may be O_PATH, and calls may overlap); the
+  // cursor is the directory's telldir cookie.
+  Status List(uint64_t from, const std::function<bool(const BackingEntry&)>& emit) override {
+    const int fd = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Errno("open directory", ".");
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || st.st_nlink == 0) {  // removed: it lists nothing, and is gone
+      ::close(fd);
+      return Status::FromErrno(ENOENT, "readdir of a removed directory");
+    }
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      const int e = errno;
+      ::close(fd);
+      return Status::FromErrno(e, "opendir");
+    }
+    if (from != 0) ::seekdir(dir, static_cast<long>(from));
+    Status result;
+    for (;;) {
+      errno = 0;
+      const dirent* e = ::readdir(dir);  // NOLINT(concurrency-mt-unsafe): a private stream
+      if (e == nullptr) {
+        if (errno != 0) result = Status::FromErrno(errno, "readdir");
+        break;
+      }
+      const std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      const mode_t type = e->d_type == DT_UNKNOWN ? 0 : DTTOIF(e->d_type);
+      if (!emit(BackingEntry{std::string(n), e->d_ino, type, static_cast<uint64_t>(e->d_off)}))
+        break;
+    }
+    ::closedir(dir);
+    return result;
+  }
+
+  Status SetMode(std::string_view name, mode_t mode) override {
+    // Never through a symlink: glibc's fchmodat refuses one (EOPNOTSUPP) without following it.
+    const int rc =
+        name.empty() ? ::chmod(PathOf("").c_str(), mode)
+                     : ::fchmodat(fd_.get(), std::string(name).c_str(), mode, AT_SYMLINK_NOFOLLOW);
+    if (rc != 0) return Errno("chmod", name);
+    return Status::Ok();
+  }
+
+  Status SetOwner(std::string_view name, uid_t uid, gid_t gid) override {
+    const std::string n(name);
+    if (::fchownat(fd_.get(), n.c_str(), uid, gid,
+                   AT_SYMLINK_NOFOLLOW | (n.empty() ? AT_EMPTY_PATH : 0)) != 0)
+      return Errno("chown", name);
+    return Status::Ok();
+  }
+
+  Status SetTimes(std::string_view name, const struct timespec times[2]) override {
+    const std::string n(name);
+    const int rc = n.empty() ? ::utimensat(AT_FDCWD, PathOf("").c_str(), times, 0)
+                             : ::utimensat(fd_.get(), n.c_str(), times, AT_SYMLINK_NOFOLLOW);
+    if (rc != 0) return Errno("utimens", name);
+    return Status::Ok();
+  }
+
+  Result<std::vector<uint8_t>> GetXattr(std::string_view name, std::string_view attr) override {
+    const std::string path = PathOf(name), a(attr);
+    std::vector<uint8_t> value;
+    for (;;) {
+      const ssize_t size =
+          (name.empty() ? ::getxattr : ::lgetxattr)(path.c_str(), a.c_str(), nullptr, 0);
+      if (size < 0) return Errno("getxattr", attr);
+      value.resize(static_cast<size_t>(size));
+      const ssize_t got = (name.empty() ? ::getxattr : ::lgetxattr)(path.c_str(), a.c_str(),
+                                                                    value.data(), value.size());
+      if (got >= 0) {
+        value.resize(static_cast<size_t>(got));
+        return value;
+      }
+      if (errno != ERANGE) return Errno("getxattr", attr);  // ERANGE: it grew meanwhile
+    }
+  }
+
+  Status SetXattr(std::string_view name, std::string_view attr, ByteSpan value,
+                  int flags) override {
+    if ((name.empty() ? ::setxattr : ::lsetxattr)(PathOf(name).c_str(), std::string(attr).c_str(),
+                                                  value.data(), value.size(), flags) != 0)
+      return Errno("setxattr", attr);
+    return Status::Ok();
+  }
+
+  Status RemoveXattr(std::string_view name, std::string_view attr) override {
+    if ((name.empty() ? ::removexattr : ::lremovexattr)(PathOf(name).c_str(),
+                                                        std::string(attr).c_str()) != 0)
+      return Errno("removexattr", attr);
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ListXattrs(std::string_view name) override {
+    const std::string path = PathOf(name);
+    std::string list;
+    for (;;) {
+      const ssize_t size = (name.empty() ? ::listxattr : ::llistxattr)(path.c_str(), nullptr, 0);
+      if (size < 0) return Errno("listxattr", name);
+      list.resize(static_cast<size_t>(size));
+      const ssize_t got =
+          (name.empty() ? ::listxattr : ::llistxattr)(path.c_str(), list.data(), list.size());
+      if (got >= 0) {
+        list.resize(static_cast<size_t>(got));
+        break;
+      }
+      if (errno != ERANGE) return Errno("listxattr", name);
+    }
+    std::vector<std::string> names;
+    for (size_t at = 0; at < list.size();) {
+      const size_t end = list.find('\0', at);
+      names.push_back(list.substr(at, end - at));
+      at = end == std::string::npos ? list.size() : end + 1;
+    }
+    return names;
+  }
+
+  Result<struct statvfs> StatFs() override {
+    struct statvfs fs;
+    if (::fstatvfs(fd_.get(), &fs) != 0) return Errno("statfs", ".");
+    return fs;
+  }
+
+  Status Sync() override {
+    UniqueFd fd(::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0 || ::fsync(fd.get()) != 0) return Errno("fsync", ".");
+    return Status::Ok();
+  }
+
+ private:
+  // The entry through the descriptor's /proc link, for the calls that take no directory
+  // descriptor: the l*xattr family, which follows no final symlink, for an entry; for this
+  // directory itself (the link is the final component) the calls that follow it.
+  std::string PathOf(std::string_view name) const {
+    std::string path = "/proc/self/fd/" + std::to_string(fd_.get());
+    if (!name.empty()) path.append("/").append(name);
+    return path;
+  }
+
+  UniqueFd fd_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BackingDir>> OpenPosixBackingDir(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open directory " + path);
+  return NewPosixBackingDir(fd);
+}
+
+std::unique_ptr<BackingDir> NewPosixBackingDir(int fd) {
+  return std::make_unique<PosixBackingDir>(fd);
+}
+
+}  // namespace sigilfs::core
