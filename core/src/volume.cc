@@ -24,42 +24,36 @@
 namespace sigilfs::core {
 namespace {
 
-// Reads a small file relative to a directory descriptor.
-Result<std::string> ReadSmallAt(int dirfd, const std::string& name, size_t max) {
-  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Status::FromErrno(errno, "open " + name);
+// Reads a small file of a directory (at most `max` bytes, kCorrupt past that).
+Result<std::string> ReadSmall(BackingDir& dir, const std::string& name, size_t max) {
+  SIGILFS_ASSIGN_OR_RETURN(auto file, dir.OpenFile(name, {.write = false}));
   std::string out(max + 1, '\0');
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Status::FromErrno(err, "read " + name);
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
+  SIGILFS_ASSIGN_OR_RETURN(size_t done,
+                           file->ReadAt({reinterpret_cast<uint8_t*>(out.data()), out.size()}, 0));
   if (done > max) return Status(Code::kCorrupt, name + " is too large");
   out.resize(done);
   return out;
 }
 
-// Creates `name` in `dirfd` holding `data`; with `durable`, flushed before it is visible.
-Status WriteNewAt(int dirfd, const std::string& name, ByteSpan data, bool durable) {
-  int fd = ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-  if (fd < 0) return Status::FromErrno(errno, "create " + name);
-  const ssize_t n = ::write(fd, data.data(), data.size());
-  const int err = errno;
-  const bool ok = n == static_cast<ssize_t>(data.size()) && (!durable || ::fsync(fd) == 0);
-  ::close(fd);
-  if (!ok) {
-    ::unlinkat(dirfd, name.c_str(), 0);
-    return Status::FromErrno(n < 0 ? err : ENOSPC, "write " + name);
+// Creates `name` in `dir` holding `data`; with `durable`, flushed before it is visible.
+Status WriteNew(BackingDir& dir, const std::string& name, ByteSpan data, bool durable) {
+  SIGILFS_ASSIGN_OR_RETURN(auto file,
+                           dir.OpenFile(name, {.create = true, .exclusive = true, .mode = 0400}));
+  const ByteSpan parts[] = {data};
+  Status s = file->WriteAt(parts, 0);
+  if (s.ok() && durable) s = file->Sync(false);
+  if (!s.ok()) {
+    (void)dir.Unlink(name);
+    return s.WithContext("write " + name);
   }
   return Status::Ok();
+}
+
+// A directory descriptor the caller keeps, as a BackingDir (of a duplicate of it).
+Result<std::unique_ptr<BackingDir>> Borrow(int dirfd) {
+  const int fd = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(errno, "dup");
+  return NewPosixBackingDir(fd);
 }
 
 // Filesystems whose metadata changes reach the disk in the order they were made (a journal
@@ -78,13 +72,11 @@ bool OrdersMetadata(int dirfd) {
 }
 
 // The directory's attribute copy of its IV, if it has one.
-std::optional<DirIv> ReadDirIvAttr(int dirfd) {
-  // An O_PATH descriptor takes no fgetxattr: go through its /proc link.
-  const std::string path = "/proc/self/fd/" + std::to_string(dirfd);
+std::optional<DirIv> ReadDirIvAttr(BackingDir& dir) {
+  auto value = dir.GetXattr("", kDirIvAttrName);
+  if (!value.ok() || value->size() != kDirIvSize) return std::nullopt;
   DirIv iv;
-  if (::getxattr(path.c_str(), kDirIvAttrName, iv.data(), iv.size()) !=
-      static_cast<ssize_t>(iv.size()))
-    return std::nullopt;
+  std::memcpy(iv.data(), value->data(), iv.size());
   return iv;
 }
 
@@ -109,35 +101,47 @@ Result<std::unique_ptr<Volume>> Volume::Open(std::unique_ptr<Vault> vault, Volum
   }
   auto pages = std::make_unique<PageLayer>(vault->config().cipher, vault->keys().content.span(),
                                            options.pages);
+  auto root = Borrow(fd);
+  if (!root.ok()) {
+    ::close(fd);
+    return root.status();
+  }
   std::unique_ptr<Volume> volume(
       new Volume(std::move(vault), fd, std::move(names).value(), std::move(pages)));
+  volume->root_ = std::move(root).value();
   volume->ordered_metadata_ = OrdersMetadata(fd);
   return volume;
 }
 
 Result<DirIv> Volume::ReadDirIv(int dirfd, bool* from_attribute, DirIvCopies copies) const {
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
+  return ReadDirIv(*dir, from_attribute, copies);
+}
+
+Result<DirIv> Volume::ReadDirIv(BackingDir& dir, bool* from_attribute, DirIvCopies copies) const {
   if (from_attribute != nullptr) *from_attribute = false;
-  const std::optional<DirIv> attr = ReadDirIvAttr(dirfd);
+  const std::optional<DirIv> attr = ReadDirIvAttr(dir);
   if (attr && copies == DirIvCopies::kAttributeFirst) {
     // The attribute lives in the directory's inode (ext4 and XFS keep small ones inline), which
     // opening the directory has read already; the file's data is one more disk read per
     // directory on a cold cache (a quarter of the lookups' disk reads in a tree walk). Its size,
     // from its inode, still tells a torn file, the one damage a crash leaves; a file whose bytes
     // differ is for fsck to find: the names never depend on it while the attribute is there.
-    struct stat st;
-    if (::fstatat(dirfd, kDirIvFileName, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT)
+    auto file = dir.Stat(kDirIvFileName);
+    if (!file.ok()) {
+      if (file.status().code() == Code::kNotFound)
         return Status(Code::kCorrupt,
                       "directory has no IV file (" + std::string(kDirIvFileName) + ")");
-      return Status::FromErrno(errno, std::string("stat ") + kDirIvFileName);
+      return file.status();
     }
+    const struct stat& st = *file;
     if (!S_ISREG(st.st_mode) || st.st_size > static_cast<off_t>(kDirIvSize))
       return Status(Code::kCorrupt, "directory IV has the wrong size");
     if (st.st_size < static_cast<off_t>(kDirIvSize) && from_attribute != nullptr)
       *from_attribute = true;
     return *attr;
   }
-  auto text = ReadSmallAt(dirfd, kDirIvFileName, kDirIvSize);
+  auto text = ReadSmall(dir, kDirIvFileName, kDirIvSize);
   if (text.ok() && text->size() == kDirIvSize) {
     DirIv iv;
     std::memcpy(iv.data(), text->data(), kDirIvSize);
@@ -163,19 +167,29 @@ Result<DirIv> Volume::ReadDirIv(int dirfd, bool* from_attribute, DirIvCopies cop
 }
 
 Status Volume::RestoreDirIvFile(int dirfd, const DirIv& iv) const {
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
+  return RestoreDirIvFile(*dir, iv);
+}
+
+Status Volume::RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const {
   std::array<uint8_t, 12> rnd;
   crypt::RandomBytes(rnd);
   const std::string tmp = std::string(kDirIvFileName) + ".new." + crypt::HexEncode(rnd);
-  SIGILFS_RETURN_IF_ERROR(WriteNewAt(dirfd, tmp, iv, /*durable=*/true));
-  if (::renameat(dirfd, tmp.c_str(), dirfd, kDirIvFileName) != 0) {
-    const int err = errno;
-    ::unlinkat(dirfd, tmp.c_str(), 0);
-    return Status::FromErrno(err, "restore " + std::string(kDirIvFileName));
+  SIGILFS_RETURN_IF_ERROR(WriteNew(dir, tmp, iv, /*durable=*/true));
+  if (Status s = dir.Rename(tmp, dir, kDirIvFileName); !s.ok()) {
+    (void)dir.Unlink(tmp);
+    return s.WithContext("restore " + std::string(kDirIvFileName));
   }
   return Status::Ok();
 }
 
 Status Volume::MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode) {
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
+  return MakeDirectory(*dir, iv, plain, mode);
+}
+
+Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view plain,
+                             mode_t mode) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredName(iv, plain));
   // A directory without its IV would be unusable: build it complete under a name no listing
   // shows, then rename it into place in one step. The IV goes into an attribute of the
@@ -185,24 +199,24 @@ Status Volume::MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain,
   std::array<uint8_t, 12> rnd;
   crypt::RandomBytes(rnd);
   const std::string tmp = ".sigilfs.mkdir." + crypt::HexEncode(rnd);
-  if (::mkdirat(dirfd, tmp.c_str(), 0700) != 0) return Status::FromErrno(errno, "mkdir");
-  int sub = ::openat(dirfd, tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  Status s = sub < 0 ? Status::FromErrno(errno, "open new directory") : Status::Ok();
-  if (s.ok()) {
-    DirIv child;
-    crypt::RandomBytes(child);
-    const bool in_attr =
-        ::fsetxattr(sub, kDirIvAttrName, child.data(), child.size(), XATTR_CREATE) == 0;
-    s = WriteNewAt(sub, kDirIvFileName, child, /*durable=*/!(in_attr && ordered_metadata_));
-    if (s.ok() && ::fchmod(sub, mode & 07777) != 0) s = Status::FromErrno(errno, "chmod");
-    ::close(sub);
+  SIGILFS_RETURN_IF_ERROR(dir.MakeDir(tmp, 0700).WithContext("mkdir"));
+  Status s;
+  {
+    auto sub = dir.OpenDir(tmp);
+    s = sub.status();
+    if (s.ok()) {
+      DirIv child;
+      crypt::RandomBytes(child);
+      const bool in_attr = (*sub)->SetXattr("", kDirIvAttrName, child, XATTR_CREATE).ok();
+      s = WriteNew(**sub, kDirIvFileName, child, /*durable=*/!(in_attr && ordered_metadata_));
+      if (s.ok()) s = (*sub)->SetMode("", mode & 07777);
+    }
   }
-  if (s.ok()) s = PrepareName(dirfd, iv, plain);
-  if (s.ok() && ::renameat2(dirfd, tmp.c_str(), dirfd, stored.c_str(), RENAME_NOREPLACE) != 0)
-    s = Status::FromErrno(errno, "mkdir");
+  if (s.ok()) s = PrepareName(dir, iv, plain);
+  if (s.ok()) s = dir.Rename(tmp, dir, stored, BackingDir::kNoReplace).WithContext("mkdir");
   if (!s.ok()) {
-    ::unlinkat(dirfd, (tmp + "/" + kDirIvFileName).c_str(), 0);
-    ::unlinkat(dirfd, tmp.c_str(), AT_REMOVEDIR);
+    if (auto sub = dir.OpenDir(tmp); sub.ok()) (void)(*sub)->Unlink(kDirIvFileName);
+    (void)dir.RemoveDir(tmp);
   }
   return s;
 }
@@ -214,9 +228,16 @@ Result<std::string> Volume::StoredName(const DirIv& iv, std::string_view plain) 
 
 Status Volume::PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const {
   SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
+  if (!NameCodec::IsLongName(NameCodec::StoredName(cipher))) return Status::Ok();
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
+  return PrepareName(*dir, iv, plain);
+}
+
+Status Volume::PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const {
+  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
   const std::string stored = NameCodec::StoredName(cipher);
   if (!NameCodec::IsLongName(stored)) return Status::Ok();
-  Status s = WriteNewAt(dirfd, NameCodec::SideFileName(stored), AsBytes(cipher), /*durable=*/true);
+  Status s = WriteNew(dir, NameCodec::SideFileName(stored), AsBytes(cipher), /*durable=*/true);
   // An existing side file for the same name holds the same text (it is derived from the name).
   if (s.code() == Code::kExists) return Status::Ok();
   return s;
@@ -226,10 +247,20 @@ void Volume::ReleaseName(int dirfd, const std::string& stored) const {
   if (NameCodec::IsLongName(stored)) ::unlinkat(dirfd, NameCodec::SideFileName(stored).c_str(), 0);
 }
 
+void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
+  if (NameCodec::IsLongName(stored)) (void)dir.Unlink(NameCodec::SideFileName(stored));
+}
+
 Result<std::string> Volume::PlainName(int dirfd, const DirIv& iv, const std::string& stored) const {
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
+  return PlainName(*dir, iv, stored);
+}
+
+Result<std::string> Volume::PlainName(BackingDir& dir, const DirIv& iv,
+                                      const std::string& stored) const {
   std::string cipher = stored;
   if (NameCodec::IsLongName(stored)) {
-    SIGILFS_ASSIGN_OR_RETURN(cipher, ReadSmallAt(dirfd, NameCodec::SideFileName(stored), 4096));
+    SIGILFS_ASSIGN_OR_RETURN(cipher, ReadSmall(dir, NameCodec::SideFileName(stored), 4096));
     if (NameCodec::StoredName(cipher) != stored)
       return Status(Code::kCorrupt, "long-name side file does not match");
   } else if (stored.size() > kMaxStoredNameLength) {
@@ -240,9 +271,22 @@ Result<std::string> Volume::PlainName(int dirfd, const DirIv& iv, const std::str
   return names_->Decrypt(iv, cipher);
 }
 
+std::optional<std::string> Volume::ListedName(
+    BackingDir& dir, const DirIv& iv, const std::string& stored,
+    const std::function<void(const std::string&, const Status&)>& damaged) const {
+  if (NameCodec::IsReserved(stored) && !NameCodec::IsLongName(stored)) return std::nullopt;
+  auto plain = PlainName(dir, iv, stored);
+  if (!plain.ok()) {
+    damaged(stored, plain.status());
+    return std::nullopt;
+  }
+  return std::move(plain).value();
+}
+
 Status Volume::ListDirectory(
     int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
     const std::function<void(const std::string&, const Status&)>& damaged) const {
+  SIGILFS_ASSIGN_OR_RETURN(auto backing, Borrow(dirfd));  // for long names' side files
   int fd = ::dup(dirfd);
   if (fd < 0) return Status::FromErrno(errno, "dup");
   DIR* dir = ::fdopendir(fd);
@@ -268,14 +312,9 @@ Status Volume::ListDirectory(
       if (!emit(DirEntry{stored, stored, e->d_ino, e->d_type, e->d_off})) break;
       continue;
     }
-    if (NameCodec::IsReserved(stored) && !NameCodec::IsLongName(stored)) continue;
-    auto plain = PlainName(dirfd, iv, stored);
-    if (!plain.ok()) {
-      damaged(stored, plain.status());
-      continue;
-    }
-    DirEntry entry{std::move(plain).value(), stored, e->d_ino, e->d_type, e->d_off};
-    if (!emit(entry)) break;
+    std::optional<std::string> plain = ListedName(*backing, iv, stored, damaged);
+    if (!plain) continue;
+    if (!emit(DirEntry{std::move(*plain), stored, e->d_ino, e->d_type, e->d_off})) break;
   }
   ::closedir(dir);
   return result;
@@ -285,13 +324,22 @@ Status Volume::ListSorted(
     int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
     const std::function<void(const std::string& stored, const Status&)>& damaged) const {
   out.clear();
-  Status s = ListDirectory(
-      dirfd, iv, 0,
-      [&](const DirEntry& e) {
-        if (e.name != "." && e.name != "..") out.push_back(e);
-        return true;
-      },
-      damaged);
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
+  return ListSorted(*dir, iv, out, damaged);
+}
+
+Status Volume::ListSorted(
+    BackingDir& dir, const DirIv& iv, std::vector<DirEntry>& out,
+    const std::function<void(const std::string& stored, const Status&)>& damaged) const {
+  out.clear();
+  Status s = dir.List(0, [&](const BackingEntry& e) {
+    std::optional<std::string> plain = ListedName(dir, iv, e.name, damaged);
+    if (plain)
+      out.push_back(DirEntry{std::move(*plain), e.name, e.ino,
+                             static_cast<unsigned char>(IFTODT(e.type)),
+                             static_cast<off_t>(e.next)});
+    return true;
+  });
   std::sort(out.begin(), out.end(),
             [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   return s;
@@ -326,7 +374,7 @@ Result<std::string> Volume::EncryptSymlinkTarget(std::string_view target) const 
   // Named by its hash, as a long name's side file is; the random nonce makes every sealed text,
   // and so every name, new. Flushed before the link that names it can exist.
   std::string file = TargetFileFor(sealed);
-  SIGILFS_RETURN_IF_ERROR(WriteNewAt(root_fd_, file, AsBytes(sealed), /*durable=*/true));
+  SIGILFS_RETURN_IF_ERROR(WriteNew(*root_, file, AsBytes(sealed), /*durable=*/true));
   return file;
 }
 
@@ -334,7 +382,7 @@ Result<std::string> Volume::DecryptSymlinkTarget(std::string_view stored) const 
   if (stored.starts_with(kTargetFilePrefix)) {
     const std::string file(TargetFile(stored));
     if (file.empty()) return Status(Code::kCorrupt, "symlink target names no target file");
-    auto sealed = ReadSmallAt(root_fd_, file, 2 * kMaxSymlinkTarget);
+    auto sealed = ReadSmall(*root_, file, 2 * kMaxSymlinkTarget);
     if (!sealed.ok()) {
       if (sealed.status().code() == Code::kNotFound)
         return Status(Code::kCorrupt, "symlink target file missing");
@@ -358,7 +406,7 @@ std::string Volume::TargetToRelease(int dirfd, const std::string& stored,
 
 void Volume::ReleaseSymlinkTarget(std::string_view stored) const {
   const std::string file(TargetFile(stored));
-  if (!file.empty()) ::unlinkat(root_fd_, file.c_str(), 0);
+  if (!file.empty()) (void)root_->Unlink(file);
 }
 
 Result<uint64_t> Volume::PlainSize(int dirfd, const std::string& stored,

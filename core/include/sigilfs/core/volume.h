@@ -6,9 +6,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sigilfs/core/backing_dir.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/page_layer.h"
 #include "sigilfs/core/vault.h"
@@ -29,8 +31,9 @@ struct DirEntry {
   off_t next_offset = 0;   // telldir() cookie of the entry after this one
 };
 
-// Thread-safety: safe for concurrent access without external synchronization (the caller keeps
-// the directory descriptors it passes in).
+// Its directory calls come in two forms: on a BackingDir (any store), and on a descriptor of a
+// directory of the vault's own cipher tree, which the caller keeps.
+// Thread-safety: safe for concurrent access without external synchronization.
 class Volume {
  public:
   // Opens the cipher directory of an unlocked vault.
@@ -52,23 +55,30 @@ class Volume {
   // set where the file is torn (shorter: a crash before its data reached the disk) and only the
   // attribute holds the IV. kCorrupt if the file is missing or too long, if it is torn without
   // an attribute copy, or (kCompare) if the two differ.
+  Result<DirIv> ReadDirIv(BackingDir& dir, bool* from_attribute = nullptr,
+                          DirIvCopies copies = DirIvCopies::kAttributeFirst) const;
   Result<DirIv> ReadDirIv(int dirfd, bool* from_attribute = nullptr,
                           DirIvCopies copies = DirIvCopies::kAttributeFirst) const;
   // Writes the IV file of a directory whose IV came from its attribute, durably (under a
   // temporary name, flushed, then renamed over the torn one).
+  Status RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const;
   Status RestoreDirIvFile(int dirfd, const DirIv& iv) const;
   // Creates directory `plain` in `dirfd`, IV included, atomically: made under a temporary name,
   // given its IV, then renamed into place (kExists if the name is taken).
+  Status MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view plain, mode_t mode);
   Status MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode);
 
   // The stored name of `plain` in a directory with IV `iv`.
   Result<std::string> StoredName(const DirIv& iv, std::string_view plain) const;
   // For a long stored name, writes its side file (before the entry is created); no-op otherwise.
+  Status PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
   Status PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const;
   // Removes the side file of a long stored name (after its entry is gone); no-op otherwise.
+  void ReleaseName(BackingDir& dir, const std::string& stored) const;
   void ReleaseName(int dirfd, const std::string& stored) const;
   // The plaintext name of entry `stored` of `dirfd` (a long one's through its side file);
   // kAuthFailed or kCorrupt if it was not made for this directory.
+  Result<std::string> PlainName(BackingDir& dir, const DirIv& iv, const std::string& stored) const;
   Result<std::string> PlainName(int dirfd, const DirIv& iv, const std::string& stored) const;
 
   // Lists `dirfd` (an O_RDONLY directory descriptor, whose stream position is used) from the
@@ -82,6 +92,9 @@ class Volume {
   // The whole listing of `dirfd` without "." and "..", sorted by plaintext name, into `out`
   // (for offline tools that walk a tree); damaged entries go to `damaged`. The status is the
   // listing's own (entries read before a failure are kept).
+  Status ListSorted(
+      BackingDir& dir, const DirIv& iv, std::vector<DirEntry>& out,
+      const std::function<void(const std::string& stored, const Status&)>& damaged) const;
   Status ListSorted(
       int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
       const std::function<void(const std::string& stored, const Status&)>& damaged) const;
@@ -122,8 +135,15 @@ class Volume {
  private:
   Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCodec> names,
          std::unique_ptr<PageLayer> pages);
+  // The plaintext name of listed entry `stored`, or none: the vault's own entries, and those
+  // whose names do not open (passed to `damaged`).
+  std::optional<std::string> ListedName(
+      BackingDir& dir, const DirIv& iv, const std::string& stored,
+      const std::function<void(const std::string&, const Status&)>& damaged) const;
+
   std::unique_ptr<Vault> vault_;
   int root_fd_;
+  std::unique_ptr<BackingDir> root_;  // the same directory (symlink target side files)
   // The backing filesystem journals metadata in order (ext4, XFS) or keeps nothing across a
   // crash (tmpfs): an IV in the new directory's attribute is then stored no later than the
   // rename that makes the directory visible, and the IV file needs no fsync.
