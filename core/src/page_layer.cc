@@ -21,6 +21,20 @@ namespace {
 // sealed-and-written by whichever thread is free, so one core's AES overlaps the other's
 // copy into or out of the kernel.
 constexpr size_t kPiecePages = 32;
+
+// `count` pages cut into even pieces of at least kPiecePages (one piece below that), the size
+// counted from the number of pieces: rounding the size up can leave fewer pieces than asked for,
+// never an empty one or one past the end (1089 pages: 33 pieces of 33, not 34 with the last one
+// empty; 1187 pages: 36 of 33, not 37 with the last one past the end).
+struct EvenPieces {
+  size_t size;   // pages per piece (the last may have fewer)
+  size_t count;  // pieces
+};
+EvenPieces CutEvenly(size_t count) {
+  const size_t asked = std::max<size_t>(1, count / kPiecePages);
+  const size_t size = (count + asked - 1) / asked;
+  return {size, (count + size - 1) / size};
+}
 // Reads of at least this many whole pages go past the cache, opened straight into the caller's
 // buffer; smaller or partial reads use it. (A write-back run this long also asks for the page
 // where the next one will end.)
@@ -361,14 +375,9 @@ Status FileContents::LoadPages(const Key* key, uint64_t first, size_t count, uin
   const MutableByteSpan cipher(read_buffer.data(), cipher_size);
   std::vector<Status> results(on_disk);
   std::atomic<uint64_t> holes{0}, bytes{0};
-  // Even pieces of at least kPiecePages, counted from their size: rounding the size up can
-  // leave fewer pieces than asked for (1089 pages: 33 pieces of 33, not 34 with the last one
-  // empty; 1187 pages: 36 of 33, not 37 with the last one past the end of the read).
-  const size_t asked = std::max<size_t>(1, on_disk / kPiecePages);
-  const size_t per_piece = (on_disk + asked - 1) / asked;
-  const size_t pieces = (on_disk + per_piece - 1) / per_piece;
-  layer_.pool_->ForEachDynamic(pieces, [&](size_t piece) {
-    const size_t b = piece * per_piece, e = std::min(on_disk, b + per_piece);
+  const EvenPieces pieces = CutEvenly(on_disk);
+  layer_.pool_->ForEachDynamic(pieces.count, [&](size_t piece) {
+    const size_t b = piece * pieces.size, e = std::min(on_disk, b + pieces.size);
     const size_t from = b * g.unit_size();
     const size_t to = e == on_disk ? cipher.size() : e * g.unit_size();
     auto got = backing_->ReadAt(cipher.subspan(from, to - from), start + from);
@@ -1328,8 +1337,7 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   for (size_t i = 0; i < items.size();) {
     size_t j = i + 1;
     while (j < items.size() && items[j].index == items[j - 1].index + 1) ++j;
-    const size_t n = std::max<size_t>(1, (j - i) / kPiecePages);  // even pieces of >= 32 pages
-    const size_t per_piece = (j - i + n - 1) / n;
+    const size_t per_piece = CutEvenly(j - i).size;
     for (size_t b = i; b < j; b += per_piece) pieces.emplace_back(b, std::min(j, b + per_piece));
     const uint64_t begin = g.UnitOffset(items[i].index);
     const uint64_t end = g.UnitOffset(items[j - 1].index) + items[j - 1].len + g.overhead();
