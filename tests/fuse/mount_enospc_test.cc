@@ -214,6 +214,21 @@ TEST_F(MountEnospcTest, AFullDiskFailsTheWriterAndKeepsEarlierData) {
   ExpectContents("after", after);
 }
 
+// The close that fails gives up what was not stored and has the kernel forget the file's
+// cached size and names, the names decrypted from the cipher directory: a long one from its
+// side file. Read at once, the file is what is stored, no zeros past it.
+TEST_F(MountEnospcTest, AFailedCloseOfALongNamedFileReadsAsStoredAtOnce) {
+  const std::string name(240, 'L');
+  const size_t written = FillUp(name);
+  ASSERT_GT(written, 0u);
+  ExpectFilledPrefix(name, written);
+  struct stat st;
+  ASSERT_TRUE(test::Ok(::stat(path(name).c_str(), &st)));
+  std::vector<uint8_t> got;
+  ASSERT_EQ(ReadFile(name, &got), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), got.size()) << "stat and read agree on the size";
+}
+
 // Appending re-seals the old last page (it is no longer last); running out of space on the way
 // must leave the file as it was or as far as the writer was told, never cut or unreadable.
 TEST_F(MountEnospcTest, AnAppendThatRunsOutOfSpaceLeavesTheFileReadable) {
