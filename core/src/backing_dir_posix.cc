@@ -22,13 +22,18 @@ Status Errno(std::string_view what, std::string_view name) {
 
 class PosixBackingDir final : public BackingDir {
  public:
-  explicit PosixBackingDir(int fd) : fd_(fd) {}
+  // `owned`: closed on destruction; otherwise the caller keeps it open for this object's life.
+  PosixBackingDir(int fd, bool owned) : fd_(fd), owned_(owned) {}
+  ~PosixBackingDir() override {
+    if (owned_) ::close(fd_);
+  }
+  PosixBackingDir(const PosixBackingDir&) = delete;
+  PosixBackingDir& operator=(const PosixBackingDir&) = delete;
 
   Result<struct stat> Stat(std::string_view name) override {
     struct stat st;
     const std::string n(name);
-    if (::fstatat(fd_.get(), n.c_str(), &st,
-                  AT_SYMLINK_NOFOLLOW | (n.empty() ? AT_EMPTY_PATH : 0)) != 0)
+    if (::fstatat(fd_, n.c_str(), &st, AT_SYMLINK_NOFOLLOW | (n.empty() ? AT_EMPTY_PATH : 0)) != 0)
       return Errno("stat", name);
     // A removed directory still stats, with no link: it is gone all the same.
     if (n.empty() && st.st_nlink == 0) return Status::FromErrno(ENOENT, "stat .");
@@ -37,9 +42,9 @@ class PosixBackingDir final : public BackingDir {
 
   Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view name) override {
     const std::string n(name);
-    const int fd = ::openat(fd_.get(), n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int fd = ::openat(fd_, n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return Errno("open directory", name);
-    return std::unique_ptr<BackingDir>(new PosixBackingDir(fd));
+    return std::unique_ptr<BackingDir>(new PosixBackingDir(fd, true));
   }
 
   Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view name,
@@ -48,13 +53,13 @@ class PosixBackingDir final : public BackingDir {
     const int rw = how.write ? O_RDWR : O_RDONLY;
     if (how.create) {
       const int fd =
-          ::openat(fd_.get(), n.c_str(), rw | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, how.mode);
+          ::openat(fd_, n.c_str(), rw | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, how.mode);
       if (fd >= 0) return NewPosixBackingFile(fd);
       if (errno != EEXIST || how.exclusive) return Errno("create", name);
     }
     // An existing entry is looked at before it is opened for reading or writing: opening a
     // device node or a FIFO of the store could block or act on a device.
-    UniqueFd path(::openat(fd_.get(), n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd path(::openat(fd_, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (path.get() < 0) return Errno("open", name);
     struct stat st;
     if (::fstat(path.get(), &st) != 0) return Errno("stat", name);
@@ -68,25 +73,24 @@ class PosixBackingDir final : public BackingDir {
   }
 
   Status MakeDir(std::string_view name, mode_t mode) override {
-    if (::mkdirat(fd_.get(), std::string(name).c_str(), mode) != 0) return Errno("mkdir", name);
+    if (::mkdirat(fd_, std::string(name).c_str(), mode) != 0) return Errno("mkdir", name);
     return Status::Ok();
   }
 
   Status MakeNode(std::string_view name, mode_t mode, dev_t rdev) override {
-    if (::mknodat(fd_.get(), std::string(name).c_str(), mode, rdev) != 0)
-      return Errno("mknod", name);
+    if (::mknodat(fd_, std::string(name).c_str(), mode, rdev) != 0) return Errno("mknod", name);
     return Status::Ok();
   }
 
   Status MakeSymlink(std::string_view name, std::string_view target) override {
-    if (::symlinkat(std::string(target).c_str(), fd_.get(), std::string(name).c_str()) != 0)
+    if (::symlinkat(std::string(target).c_str(), fd_, std::string(name).c_str()) != 0)
       return Errno("symlink", name);
     return Status::Ok();
   }
 
   Result<std::string> ReadSymlink(std::string_view name) override {
     std::string buf(PATH_MAX, '\0');
-    const ssize_t n = ::readlinkat(fd_.get(), std::string(name).c_str(), buf.data(), buf.size());
+    const ssize_t n = ::readlinkat(fd_, std::string(name).c_str(), buf.data(), buf.size());
     if (n < 0) return Errno("readlink", name);
     buf.resize(static_cast<size_t>(n));
     return buf;
@@ -95,20 +99,18 @@ class PosixBackingDir final : public BackingDir {
   Status Link(std::string_view name, BackingDir& to, std::string_view to_name) override {
     auto* other = dynamic_cast<PosixBackingDir*>(&to);
     if (other == nullptr) return Status::FromErrno(EXDEV, "link across stores");
-    if (::linkat(fd_.get(), std::string(name).c_str(), other->fd_.get(),
-                 std::string(to_name).c_str(), 0) != 0)
+    if (::linkat(fd_, std::string(name).c_str(), other->fd_, std::string(to_name).c_str(), 0) != 0)
       return Errno("link", name);
     return Status::Ok();
   }
 
   Status Unlink(std::string_view name) override {
-    if (::unlinkat(fd_.get(), std::string(name).c_str(), 0) != 0) return Errno("unlink", name);
+    if (::unlinkat(fd_, std::string(name).c_str(), 0) != 0) return Errno("unlink", name);
     return Status::Ok();
   }
 
   Status RemoveDir(std::string_view name) override {
-    if (::unlinkat(fd_.get(), std::string(name).c_str(), AT_REMOVEDIR) != 0)
-      return Errno("rmdir", name);
+    if (::unlinkat(fd_, std::string(name).c_str(), AT_REMOVEDIR) != 0) return Errno("rmdir", name);
     return Status::Ok();
   }
 
@@ -119,8 +121,8 @@ class PosixBackingDir final : public BackingDir {
     unsigned sys_flags = 0;
     if ((flags & kNoReplace) != 0) sys_flags |= RENAME_NOREPLACE;
     if ((flags & kExchange) != 0) sys_flags |= RENAME_EXCHANGE;
-    if (::renameat2(fd_.get(), std::string(name).c_str(), other->fd_.get(),
-                    std::string(to_name).c_str(), sys_flags) != 0)
+    if (::renameat2(fd_, std::string(name).c_str(), other->fd_, std::string(to_name).c_str(),
+                    sys_flags) != 0)
       return Errno("rename", name);
     return Status::Ok();
   }
@@ -128,7 +130,7 @@ class PosixBackingDir final : public BackingDir {
   // A stream of its own per call (the descriptor may be O_PATH, and calls may overlap); the
   // cursor is the directory's telldir cookie.
   Status List(uint64_t from, const std::function<bool(const BackingEntry&)>& emit) override {
-    const int fd = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return Errno("open directory", ".");
     struct stat st;
     if (::fstat(fd, &st) != 0 || st.st_nlink == 0) {  // removed: it lists nothing, and is gone
@@ -162,16 +164,16 @@ class PosixBackingDir final : public BackingDir {
 
   Status SetMode(std::string_view name, mode_t mode) override {
     // Never through a symlink: glibc's fchmodat refuses one (EOPNOTSUPP) without following it.
-    const int rc =
-        name.empty() ? ::chmod(PathOf("").c_str(), mode)
-                     : ::fchmodat(fd_.get(), std::string(name).c_str(), mode, AT_SYMLINK_NOFOLLOW);
+    const int rc = name.empty()
+                       ? ::chmod(PathOf("").c_str(), mode)
+                       : ::fchmodat(fd_, std::string(name).c_str(), mode, AT_SYMLINK_NOFOLLOW);
     if (rc != 0) return Errno("chmod", name);
     return Status::Ok();
   }
 
   Status SetOwner(std::string_view name, uid_t uid, gid_t gid) override {
     const std::string n(name);
-    if (::fchownat(fd_.get(), n.c_str(), uid, gid,
+    if (::fchownat(fd_, n.c_str(), uid, gid,
                    AT_SYMLINK_NOFOLLOW | (n.empty() ? AT_EMPTY_PATH : 0)) != 0)
       return Errno("chown", name);
     return Status::Ok();
@@ -180,21 +182,27 @@ class PosixBackingDir final : public BackingDir {
   Status SetTimes(std::string_view name, const struct timespec times[2]) override {
     const std::string n(name);
     const int rc = n.empty() ? ::utimensat(AT_FDCWD, PathOf("").c_str(), times, 0)
-                             : ::utimensat(fd_.get(), n.c_str(), times, AT_SYMLINK_NOFOLLOW);
+                             : ::utimensat(fd_, n.c_str(), times, AT_SYMLINK_NOFOLLOW);
     if (rc != 0) return Errno("utimens", name);
     return Status::Ok();
   }
 
   Result<std::vector<uint8_t>> GetXattr(std::string_view name, std::string_view attr) override {
     const std::string path = PathOf(name), a(attr);
-    std::vector<uint8_t> value;
+    const auto get = name.empty() ? ::getxattr : ::lgetxattr;
+    // Most values (a directory's IV, sealed names' attributes) fit a small buffer: one call.
+    std::vector<uint8_t> value(256);
+    if (const ssize_t got = get(path.c_str(), a.c_str(), value.data(), value.size()); got >= 0) {
+      value.resize(static_cast<size_t>(got));
+      return value;
+    }
+    if (errno != ERANGE) return Errno("getxattr", attr);
     for (;;) {
       const ssize_t size =
           (name.empty() ? ::getxattr : ::lgetxattr)(path.c_str(), a.c_str(), nullptr, 0);
       if (size < 0) return Errno("getxattr", attr);
       value.resize(static_cast<size_t>(size));
-      const ssize_t got = (name.empty() ? ::getxattr : ::lgetxattr)(path.c_str(), a.c_str(),
-                                                                    value.data(), value.size());
+      const ssize_t got = get(path.c_str(), a.c_str(), value.data(), value.size());
       if (got >= 0) {
         value.resize(static_cast<size_t>(got));
         return value;
@@ -244,12 +252,12 @@ class PosixBackingDir final : public BackingDir {
 
   Result<struct statvfs> StatFs() override {
     struct statvfs fs;
-    if (::fstatvfs(fd_.get(), &fs) != 0) return Errno("statfs", ".");
+    if (::fstatvfs(fd_, &fs) != 0) return Errno("statfs", ".");
     return fs;
   }
 
   Status Sync() override {
-    UniqueFd fd(::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd fd(::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0 || ::fsync(fd.get()) != 0) return Errno("fsync", ".");
     return Status::Ok();
   }
@@ -259,12 +267,13 @@ class PosixBackingDir final : public BackingDir {
   // descriptor: the l*xattr family, which follows no final symlink, for an entry; for this
   // directory itself (the link is the final component) the calls that follow it.
   std::string PathOf(std::string_view name) const {
-    std::string path = "/proc/self/fd/" + std::to_string(fd_.get());
+    std::string path = "/proc/self/fd/" + std::to_string(fd_);
     if (!name.empty()) path.append("/").append(name);
     return path;
   }
 
-  UniqueFd fd_;
+  const int fd_;
+  const bool owned_;
 };
 
 }  // namespace
@@ -276,7 +285,11 @@ Result<std::unique_ptr<BackingDir>> OpenPosixBackingDir(const std::string& path)
 }
 
 std::unique_ptr<BackingDir> NewPosixBackingDir(int fd) {
-  return std::make_unique<PosixBackingDir>(fd);
+  return std::make_unique<PosixBackingDir>(fd, true);
+}
+
+std::unique_ptr<BackingDir> BorrowPosixBackingDir(int fd) {
+  return std::make_unique<PosixBackingDir>(fd, false);
 }
 
 }  // namespace sigilfs::core

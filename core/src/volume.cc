@@ -49,13 +49,6 @@ Status WriteNew(BackingDir& dir, const std::string& name, ByteSpan data, bool du
   return Status::Ok();
 }
 
-// A directory descriptor the caller keeps, as a BackingDir (of a duplicate of it).
-Result<std::unique_ptr<BackingDir>> Borrow(int dirfd) {
-  const int fd = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno(errno, "dup");
-  return NewPosixBackingDir(fd);
-}
-
 // Filesystems whose metadata changes reach the disk in the order they were made (a journal
 // replayed in order), or that keep nothing across a crash.
 bool OrdersMetadata(int dirfd) {
@@ -101,21 +94,15 @@ Result<std::unique_ptr<Volume>> Volume::Open(std::unique_ptr<Vault> vault, Volum
   }
   auto pages = std::make_unique<PageLayer>(vault->config().cipher, vault->keys().content.span(),
                                            options.pages);
-  auto root = Borrow(fd);
-  if (!root.ok()) {
-    ::close(fd);
-    return root.status();
-  }
   std::unique_ptr<Volume> volume(
       new Volume(std::move(vault), fd, std::move(names).value(), std::move(pages)));
-  volume->root_ = std::move(root).value();
+  volume->root_ = BorrowPosixBackingDir(fd);
   volume->ordered_metadata_ = OrdersMetadata(fd);
   return volume;
 }
 
 Result<DirIv> Volume::ReadDirIv(int dirfd, bool* from_attribute, DirIvCopies copies) const {
-  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
-  return ReadDirIv(*dir, from_attribute, copies);
+  return ReadDirIv(*BorrowPosixBackingDir(dirfd), from_attribute, copies);
 }
 
 Result<DirIv> Volume::ReadDirIv(BackingDir& dir, bool* from_attribute, DirIvCopies copies) const {
@@ -167,8 +154,7 @@ Result<DirIv> Volume::ReadDirIv(BackingDir& dir, bool* from_attribute, DirIvCopi
 }
 
 Status Volume::RestoreDirIvFile(int dirfd, const DirIv& iv) const {
-  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
-  return RestoreDirIvFile(*dir, iv);
+  return RestoreDirIvFile(*BorrowPosixBackingDir(dirfd), iv);
 }
 
 Status Volume::RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const {
@@ -184,8 +170,7 @@ Status Volume::RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const {
 }
 
 Status Volume::MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode) {
-  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
-  return MakeDirectory(*dir, iv, plain, mode);
+  return MakeDirectory(*BorrowPosixBackingDir(dirfd), iv, plain, mode);
 }
 
 Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view plain,
@@ -227,10 +212,7 @@ Result<std::string> Volume::StoredName(const DirIv& iv, std::string_view plain) 
 }
 
 Status Volume::PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const {
-  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
-  if (!NameCodec::IsLongName(NameCodec::StoredName(cipher))) return Status::Ok();
-  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
-  return PrepareName(*dir, iv, plain);
+  return PrepareName(*BorrowPosixBackingDir(dirfd), iv, plain);
 }
 
 Status Volume::PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const {
@@ -252,8 +234,7 @@ void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
 }
 
 Result<std::string> Volume::PlainName(int dirfd, const DirIv& iv, const std::string& stored) const {
-  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
-  return PlainName(*dir, iv, stored);
+  return PlainName(*BorrowPosixBackingDir(dirfd), iv, stored);
 }
 
 Result<std::string> Volume::PlainName(BackingDir& dir, const DirIv& iv,
@@ -286,7 +267,7 @@ std::optional<std::string> Volume::ListedName(
 Status Volume::ListDirectory(
     int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
     const std::function<void(const std::string&, const Status&)>& damaged) const {
-  SIGILFS_ASSIGN_OR_RETURN(auto backing, Borrow(dirfd));  // for long names' side files
+  const auto backing = BorrowPosixBackingDir(dirfd);  // for long names' side files
   int fd = ::dup(dirfd);
   if (fd < 0) return Status::FromErrno(errno, "dup");
   DIR* dir = ::fdopendir(fd);
@@ -324,8 +305,7 @@ Status Volume::ListSorted(
     int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
     const std::function<void(const std::string& stored, const Status&)>& damaged) const {
   out.clear();
-  SIGILFS_ASSIGN_OR_RETURN(auto dir, Borrow(dirfd));
-  return ListSorted(*dir, iv, out, damaged);
+  return ListSorted(*BorrowPosixBackingDir(dirfd), iv, out, damaged);
 }
 
 Status Volume::ListSorted(

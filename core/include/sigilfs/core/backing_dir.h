@@ -90,6 +90,8 @@ class BackingDir {
 // destruction; any descriptor of the directory, O_PATH included).
 Result<std::unique_ptr<BackingDir>> OpenPosixBackingDir(const std::string& path);
 std::unique_ptr<BackingDir> NewPosixBackingDir(int fd);
+// A view of a directory descriptor the caller keeps open for as long as the view lives.
+std::unique_ptr<BackingDir> BorrowPosixBackingDir(int fd);
 
 // The root directory of a new, empty store in memory. Its files are MemoryFileData, read and
 // written through NewMemoryBackingFile; it lasts while any of its directories or files is open.
