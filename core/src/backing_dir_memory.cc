@@ -158,7 +158,8 @@ class MemoryBackingDir final : public BackingDir {
     {
       MutexLock lock(s.mu);
       SIGILFS_RETURN_IF_ERROR(Alive(s, "open directory", name));
-      Node* n = s.Find(ino_, name, &ino);
+      Node* n = name.empty() ? &s.nodes.at(ino_) : s.Find(ino_, name, &ino);
+      if (name.empty()) ino = ino_;
       if (n == nullptr) return Fail(ENOENT, "open directory", name);
       if (!S_ISDIR(n->st.st_mode)) return Fail(ENOTDIR, "open directory", name);
       ++n->open_dirs;

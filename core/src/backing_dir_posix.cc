@@ -41,7 +41,7 @@ class PosixBackingDir final : public BackingDir {
   }
 
   Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view name) override {
-    const std::string n(name);
+    const std::string n = name.empty() ? std::string(".") : std::string(name);
     const int fd = ::openat(fd_, n.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return Errno("open directory", name);
     return std::unique_ptr<BackingDir>(new PosixBackingDir(fd, true));
@@ -67,7 +67,8 @@ class PosixBackingDir final : public BackingDir {
     if (S_ISLNK(st.st_mode)) return Status::FromErrno(ELOOP, "open " + n);
     if (!S_ISREG(st.st_mode)) return Status::FromErrno(EINVAL, "open of a special file " + n);
     const std::string self = "/proc/self/fd/" + std::to_string(path.get());
-    const int fd = ::open(self.c_str(), rw | O_CLOEXEC);
+    int fd = ::open(self.c_str(), rw | O_CLOEXEC | (how.keep_atime ? O_NOATIME : 0));
+    if (fd < 0 && errno == EPERM && how.keep_atime) fd = ::open(self.c_str(), rw | O_CLOEXEC);
     if (fd < 0) return Errno("open", name);
     return NewPosixBackingFile(fd);
   }

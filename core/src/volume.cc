@@ -308,18 +308,29 @@ Status Volume::ListSorted(
   return ListSorted(*BorrowPosixBackingDir(dirfd), iv, out, damaged);
 }
 
+Status Volume::List(
+    BackingDir& dir, const DirIv& iv, uint64_t from,
+    const std::function<bool(const DirEntry&)>& emit,
+    const std::function<void(const std::string& stored, const Status&)>& damaged) const {
+  return dir.List(from, [&](const BackingEntry& e) {
+    std::optional<std::string> plain = ListedName(dir, iv, e.name, damaged);
+    if (!plain) return true;
+    return emit(DirEntry{std::move(*plain), e.name, e.ino,
+                         static_cast<unsigned char>(IFTODT(e.type)), static_cast<off_t>(e.next)});
+  });
+}
+
 Status Volume::ListSorted(
     BackingDir& dir, const DirIv& iv, std::vector<DirEntry>& out,
     const std::function<void(const std::string& stored, const Status&)>& damaged) const {
   out.clear();
-  Status s = dir.List(0, [&](const BackingEntry& e) {
-    std::optional<std::string> plain = ListedName(dir, iv, e.name, damaged);
-    if (plain)
-      out.push_back(DirEntry{std::move(*plain), e.name, e.ino,
-                             static_cast<unsigned char>(IFTODT(e.type)),
-                             static_cast<off_t>(e.next)});
-    return true;
-  });
+  Status s = List(
+      dir, iv, 0,
+      [&](const DirEntry& e) {
+        out.push_back(e);
+        return true;
+      },
+      damaged);
   std::sort(out.begin(), out.end(),
             [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   return s;
@@ -347,6 +358,10 @@ std::string TargetFileFor(std::string_view sealed) {
 }  // namespace
 
 Result<std::string> Volume::EncryptSymlinkTarget(std::string_view target) const {
+  return EncryptSymlinkTarget(*root_, target);
+}
+
+Result<std::string> Volume::EncryptSymlinkTarget(BackingDir& root, std::string_view target) const {
   if (target.size() > kMaxSymlinkTarget)
     return Status(Code::kNameTooLong, "symlink target longer than 4095 bytes");
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, names_->EncryptTarget(target));
@@ -354,15 +369,19 @@ Result<std::string> Volume::EncryptSymlinkTarget(std::string_view target) const 
   // Named by its hash, as a long name's side file is; the random nonce makes every sealed text,
   // and so every name, new. Flushed before the link that names it can exist.
   std::string file = TargetFileFor(sealed);
-  SIGILFS_RETURN_IF_ERROR(WriteNew(*root_, file, AsBytes(sealed), /*durable=*/true));
+  SIGILFS_RETURN_IF_ERROR(WriteNew(root, file, AsBytes(sealed), /*durable=*/true));
   return file;
 }
 
 Result<std::string> Volume::DecryptSymlinkTarget(std::string_view stored) const {
+  return DecryptSymlinkTarget(*root_, stored);
+}
+
+Result<std::string> Volume::DecryptSymlinkTarget(BackingDir& root, std::string_view stored) const {
   if (stored.starts_with(kTargetFilePrefix)) {
     const std::string file(TargetFile(stored));
     if (file.empty()) return Status(Code::kCorrupt, "symlink target names no target file");
-    auto sealed = ReadSmall(*root_, file, 2 * kMaxSymlinkTarget);
+    auto sealed = ReadSmall(root, file, 2 * kMaxSymlinkTarget);
     if (!sealed.ok()) {
       if (sealed.status().code() == Code::kNotFound)
         return Status(Code::kCorrupt, "symlink target file missing");
@@ -384,9 +403,33 @@ std::string Volume::TargetToRelease(int dirfd, const std::string& stored,
   return std::string(TargetFile(std::string_view(buf, static_cast<size_t>(n))));
 }
 
+std::string Volume::TargetToRelease(BackingDir& dir, const std::string& stored,
+                                    const struct stat& st) const {
+  if (!S_ISLNK(st.st_mode) || st.st_nlink != 1) return {};
+  auto target = dir.ReadSymlink(stored);
+  if (!target.ok()) return {};
+  return std::string(TargetFile(*target));
+}
+
 void Volume::ReleaseSymlinkTarget(std::string_view stored) const {
+  ReleaseSymlinkTarget(*root_, stored);
+}
+
+void Volume::ReleaseSymlinkTarget(BackingDir& root, std::string_view stored) const {
   const std::string file(TargetFile(stored));
-  if (!file.empty()) (void)root_->Unlink(file);
+  if (!file.empty()) (void)root.Unlink(file);
+}
+
+Result<uint64_t> Volume::PlainSize(BackingDir& dir, const std::string& stored,
+                                   const struct stat& st) const {
+  if (!S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
+  const PageGeometry& g = pages_->geometry();
+  const auto cipher_size = static_cast<uint64_t>(st.st_size);
+  if (!verity::LooksSealed(g, cipher_size)) return g.PlainSize(cipher_size);
+  // As the descriptor form: the trailer is not authenticated, so the file is opened.
+  SIGILFS_ASSIGN_OR_RETURN(auto file, dir.OpenFile(stored, {.write = false, .keep_atime = true}));
+  SIGILFS_ASSIGN_OR_RETURN(auto contents, pages_->Open(std::move(file), stored));
+  return contents->size();
 }
 
 Result<uint64_t> Volume::PlainSize(int dirfd, const std::string& stored,

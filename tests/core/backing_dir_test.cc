@@ -15,24 +15,17 @@
 #include <vector>
 
 #include "test_support/pattern.h"
+#include "test_support/stores.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs::core {
 namespace {
 
-enum class Store { kPosix, kMemory };
+using test::Store;
 
 class BackingDirTest : public ::testing::TestWithParam<Store> {
  protected:
-  void SetUp() override {
-    if (GetParam() == Store::kMemory) {
-      root_ = NewMemoryBackingStore();
-    } else {
-      auto opened = OpenPosixBackingDir(temp_.path().string());
-      ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-      root_ = std::move(opened).value();
-    }
-  }
+  void SetUp() override { root_ = test::NewStore(GetParam(), temp_.path()); }
 
   std::unique_ptr<BackingDir> Dir(BackingDir& in, const std::string& name) {
     auto d = in.OpenDir(name);
@@ -313,10 +306,7 @@ TEST_P(BackingDirTest, ARemovedDirectoryAnswersNotFound) {
   EXPECT_EQ(Errno(d->Stat("")), ENOENT);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, BackingDirTest, ::testing::Values(Store::kPosix, Store::kMemory),
-                         [](const auto& info) {
-                           return info.param == Store::kPosix ? "Posix" : "Memory";
-                         });
+SIGILFS_INSTANTIATE_FOR_STORES(BackingDirTest);
 
 }  // namespace
 }  // namespace sigilfs::core

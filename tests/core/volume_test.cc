@@ -11,31 +11,19 @@
 #include <vector>
 
 #include "sigilfs/crypt/random.h"
+#include "test_support/stores.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs::core {
 namespace {
 
-enum class Store { kPosix, kMemory };
+using test::Store;
 
 class VolumeDirTest : public ::testing::TestWithParam<Store> {
  protected:
   void SetUp() override {
-    const std::string vault_dir = (temp_.path() / "vault").string();
-    VaultCreateOptions cheap;
-    cheap.kdf = crypt::Argon2ParamsFor(crypt::KdfPreset::kTest);
-    ASSERT_TRUE(Vault::Create(vault_dir, AsBytes("pass"), cheap).ok());
-    auto vault = Vault::Unlock(vault_dir, AsBytes("pass"));
-    ASSERT_TRUE(vault.ok());
-    auto volume = Volume::Open(std::move(vault).value(), {});
-    ASSERT_TRUE(volume.ok());
-    volume_ = std::move(volume).value();
-    if (GetParam() == Store::kMemory) {
-      store_ = NewMemoryBackingStore();
-    } else {
-      std::filesystem::create_directory(temp_.path() / "store");
-      store_ = std::move(OpenPosixBackingDir((temp_.path() / "store").string())).value();
-    }
+    volume_ = test::NewTestVolume((temp_.path() / "vault").string());
+    store_ = test::NewStore(GetParam(), temp_.path() / "store");
     // A directory made as the vault makes them, to work in.
     crypt::RandomBytes(store_iv_);
     ASSERT_TRUE(volume_->MakeDirectory(*store_, store_iv_, "top", 0755).ok());
@@ -160,10 +148,7 @@ TEST_P(VolumeDirTest, AListingShowsNamesOnlyAndReportsWhatDoesNotOpen) {
   EXPECT_EQ(damaged.size(), 2u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, VolumeDirTest, ::testing::Values(Store::kPosix, Store::kMemory),
-                         [](const auto& info) {
-                           return info.param == Store::kPosix ? "Posix" : "Memory";
-                         });
+SIGILFS_INSTANTIATE_FOR_STORES(VolumeDirTest);
 
 }  // namespace
 }  // namespace sigilfs::core

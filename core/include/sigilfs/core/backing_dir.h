@@ -31,6 +31,9 @@ struct FileOpenMode {
   bool create = false;     // made (with `mode`) if missing
   bool exclusive = false;  // with `create`: kExists if present
   mode_t mode = 0600;
+  // The file's access time stays where the store allows it (O_NOATIME: the owner's files, or
+  // CAP_FOWNER): reads of the vault by its own tools are not the user's reads.
+  bool keep_atime = false;
 };
 
 // An open directory of the backing store. Every name is one entry of it (never empty, ".",
@@ -46,6 +49,7 @@ class BackingDir {
 
   // Attributes of entry `name` (lstat), or of this directory for an empty name.
   virtual Result<struct stat> Stat(std::string_view name) = 0;
+  // Directory `name`, or this one again for an empty name.
   virtual Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view name) = 0;
   virtual Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view name,
                                                         const FileOpenMode& how) = 0;

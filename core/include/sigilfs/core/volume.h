@@ -89,6 +89,13 @@ class Volume {
       int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
       const std::function<void(const std::string& stored, const Status&)>& damaged) const;
 
+  // The entries of `dir` after cursor `from` (0: the start; BackingDir::List's cursors, in
+  // DirEntry::next_offset), "." and ".." never, the vault's own entries never; damaged names
+  // go to `damaged`. Stops when `emit` returns false.
+  Status List(BackingDir& dir, const DirIv& iv, uint64_t from,
+              const std::function<bool(const DirEntry&)>& emit,
+              const std::function<void(const std::string& stored, const Status&)>& damaged) const;
+
   // The whole listing of `dirfd` without "." and "..", sorted by plaintext name, into `out`
   // (for offline tools that walk a tree); damaged entries go to `damaged`. The status is the
   // listing's own (entries read before a failure are kept).
@@ -109,19 +116,27 @@ class Volume {
   // What to store as a cipher link's target for plaintext `target`; a long one's side file is
   // written (durably) first, and the caller releases it (ReleaseSymlinkTarget) if the link is
   // then not made.
+  // The forms without `root` keep side files in the volume's own cipher directory.
   Result<std::string> EncryptSymlinkTarget(std::string_view target) const;
+  Result<std::string> EncryptSymlinkTarget(BackingDir& root, std::string_view target) const;
   // The plaintext target of a cipher link whose own target is `stored`.
   Result<std::string> DecryptSymlinkTarget(std::string_view stored) const;
+  Result<std::string> DecryptSymlinkTarget(BackingDir& root, std::string_view stored) const;
   // The target of cipher link `stored` of `dirfd` (an empty name: `dirfd` is the link) when
   // removing that name deletes the link (`st`, its stat, says one link) and the target is held
   // in a side file; empty otherwise. Read before the removal, released after it.
   std::string TargetToRelease(int dirfd, const std::string& stored, const struct stat& st) const;
+  std::string TargetToRelease(BackingDir& dir, const std::string& stored,
+                              const struct stat& st) const;
   // Removes the side file of a long target (a no-op for an inline one).
   void ReleaseSymlinkTarget(std::string_view stored) const;
+  void ReleaseSymlinkTarget(BackingDir& root, std::string_view stored) const;
 
   // The plaintext size of entry `stored` of `dirfd` (an empty name: `dirfd` itself), whose stat
   // is `st`: files from the cipher size (a sealed file's from its 8-byte trailer), others as is.
   Result<uint64_t> PlainSize(int dirfd, const std::string& stored, const struct stat& st) const;
+  Result<uint64_t> PlainSize(BackingDir& dir, const std::string& stored,
+                             const struct stat& st) const;
 
   // A plaintext path inside the vault ("a/b/c", no "..", no symlinks followed), resolved to its
   // cipher directory (an O_RDONLY descriptor the caller closes) and stored name. The entry

@@ -1,0 +1,191 @@
+// Tree: an unlocked vault's namespace — names, directories, links, renames, attributes and file
+// contents — over a BackingDir, for every front end (the mount, import and export, tools).
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sigilfs/core/backing_dir.h"
+#include "sigilfs/core/page_layer.h"
+#include "sigilfs/core/volume.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+struct TreeOptions {
+  // Who the vault's own files made for an entry (a directory's IV file, a long name's side
+  // file) belong to, when not the caller: a root process writing a user's vault leaves it
+  // mountable by that user. Unset: whoever makes them.
+  std::optional<std::pair<uid_t, gid_t>> vault_files_owner;
+};
+
+// Entry names are plaintext: one component, never empty, "." or "..", without '/' or NUL
+// (kInvalidArgument, EINVAL), at most 255 bytes (kNameTooLong). An empty name in a call that
+// takes one means the directory itself. Errors are BackingDir's (the POSIX errnos), and a call
+// that fails leaves the tree as it was: an entry is made whole (its long name's side file, a
+// directory's IV, a long symlink target's side file) or not at all, and removed with what
+// belongs to it.
+// Thread-safety: safe for concurrent access; calls on one name race as the POSIX calls do.
+class Tree {
+ public:
+  // An open directory of the vault: its backing directory, its name IV and its vault path.
+  class Dir {
+   public:
+    BackingDir& backing() const { return *backing_; }
+    const DirIv& iv() const { return iv_; }
+    const std::string& path() const { return path_; }  // "." for the root, else "a/b"
+
+   private:
+    friend class Tree;
+    Dir(std::unique_ptr<BackingDir> backing, const DirIv& iv, std::string path)
+        : backing_(std::move(backing)), iv_(iv), path_(std::move(path)) {}
+    std::unique_ptr<BackingDir> backing_;
+    DirIv iv_;
+    std::string path_;
+  };
+
+  // An entry being made under a hidden temporary name of its directory, given its contents and
+  // attributes, then put in place under its name by one rename: a reader sees it complete or
+  // not at all. Dropped before Place, it is removed.
+  class Staged {
+   public:
+    ~Staged();
+    Staged(const Staged&) = delete;
+    Staged& operator=(const Staged&) = delete;
+
+    // A staged regular file's contents (null for other kinds). Written back by Place.
+    FileContents* contents() const { return contents_.get(); }
+    // Attributes given to the entry in Place, after its contents, in this order: owner (a chown
+    // by root clears set-ID bits), permission bits (ignored for a symlink), times.
+    void SetOwner(uid_t uid, gid_t gid) { owner_ = {uid, gid}; }
+    void SetMode(mode_t mode) { mode_ = mode & 07777; }
+    void SetTimes(const struct timespec& atime, const struct timespec& mtime) {
+      times_ = {atime, mtime};
+    }
+    // An extended attribute, as Tree::SetXattr (at once).
+    Status SetXattr(std::string_view attr, ByteSpan value);
+    // Gives the entry `name` in its directory: over an existing non-directory with `replace`,
+    // else only where the name is free (kExists). After a failure the entry is still staged.
+    Status Place(std::string_view name, bool replace);
+
+   private:
+    friend class Tree;
+    Staged(Tree& tree, const Dir& dir, std::string temp) : tree_(tree), dir_(dir), temp_(temp) {}
+    Status Finish();
+    Tree& tree_;
+    const Dir& dir_;
+    std::string temp_;  // empty once placed
+    std::unique_ptr<FileContents> contents_;
+    std::string own_target_;  // a symlink's long target side file, released if never placed
+    std::optional<std::pair<uid_t, gid_t>> owner_;
+    std::optional<mode_t> mode_;
+    std::optional<std::array<struct timespec, 2>> times_;
+  };
+
+  // The vault's own cipher directory (the volume's), or a store whose root holds a vault tree
+  // (an empty one first given its IV by Format). `volume` outlives the tree.
+  static Result<std::unique_ptr<Tree>> Open(Volume& volume, TreeOptions options = {});
+  static Result<std::unique_ptr<Tree>> Open(Volume& volume, std::unique_ptr<BackingDir> root,
+                                            TreeOptions options = {});
+  // Makes the root IV of an empty store (a vault's cipher directory gets its own at creation).
+  static Status Format(BackingDir& root);
+
+  Volume& volume() const { return volume_; }
+
+  // Directories. Walk takes a vault path ("a/b", "" or "." for the root; no "..", no symlink
+  // followed: ENOTDIR).
+  Result<std::unique_ptr<Dir>> Root();
+  Result<std::unique_ptr<Dir>> OpenDir(const Dir& parent, std::string_view name);
+  Result<std::unique_ptr<Dir>> Walk(std::string_view path);
+
+  // Attributes as the vault's user sees them: the backing entry's (lstat), a regular file's
+  // size its plaintext size.
+  Result<struct stat> Stat(const Dir& dir, std::string_view name);
+  // The entries of `dir` after cursor `from` (0: the start; DirEntry::next_offset resumes
+  // after an entry), never "." and "..", in an order that stays put while entries come and go.
+  // Names that do not decrypt are skipped and passed to `damaged` (if given).
+  Status List(const Dir& dir, uint64_t from, const std::function<bool(const DirEntry&)>& emit,
+              const std::function<void(const std::string& stored, const Status&)>& damaged = {});
+  // The whole listing, sorted by name.
+  Result<std::vector<DirEntry>> ListSorted(const Dir& dir);
+
+  // New entries, with permission bits `mode` (as the backing store applies its umask).
+  Status MakeDir(const Dir& dir, std::string_view name, mode_t mode);
+  // A FIFO, socket or device node (`mode` with its S_IFMT type).
+  Status MakeNode(const Dir& dir, std::string_view name, mode_t mode, dev_t rdev);
+  Status MakeSymlink(const Dir& dir, std::string_view name, std::string_view target);
+  Result<std::string> ReadLink(const Dir& dir, std::string_view name);
+  // A new name `to_name` in `to` for non-directory `name` of `dir`.
+  Status Link(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name);
+  Status Unlink(const Dir& dir, std::string_view name);     // not a directory
+  Status RemoveDir(const Dir& dir, std::string_view name);  // an empty directory
+  // rename(2), with BackingDir::kNoReplace or kExchange.
+  Status Rename(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name,
+                unsigned flags = 0);
+
+  // Regular files: made (kExists if present and `exclusive`, else the existing one opened), or
+  // opened (for writing or not), through the page layer.
+  Result<std::unique_ptr<FileContents>> CreateFile(const Dir& dir, std::string_view name,
+                                                   mode_t mode, bool exclusive = true);
+  Result<std::unique_ptr<FileContents>> OpenFile(const Dir& dir, std::string_view name, bool write);
+
+  Status SetMode(const Dir& dir, std::string_view name, mode_t mode);  // permission bits
+  Status SetOwner(const Dir& dir, std::string_view name, uid_t uid, gid_t gid);
+  // utimensat's times (UTIME_NOW and UTIME_OMIT included); never through a symlink.
+  Status SetTimes(const Dir& dir, std::string_view name, const struct timespec times[2]);
+  Status SetSize(const Dir& dir, std::string_view name, uint64_t size);  // a regular file's
+
+  // Extended attributes, each stored under a keyed hash of its name with its name and value
+  // sealed (docs/format.md): `user.*` and the POSIX ACLs' two names (EOPNOTSUPP for others;
+  // a symlink has none: EPERM to set, ENODATA to get). Set takes XATTR_CREATE/XATTR_REPLACE.
+  Result<std::vector<uint8_t>> GetXattr(const Dir& dir, std::string_view name,
+                                        std::string_view attr);
+  Status SetXattr(const Dir& dir, std::string_view name, std::string_view attr, ByteSpan value,
+                  int flags = 0);
+  Status RemoveXattr(const Dir& dir, std::string_view name, std::string_view attr);
+  // Their names; one whose value does not open is passed to `damaged` (if given) and left out.
+  Result<std::vector<std::string>> ListXattrs(
+      const Dir& dir, std::string_view name,
+      const std::function<void(const std::string& stored, const Status&)>& damaged = {});
+
+  Result<struct statvfs> StatFs();
+
+  // Entries made in steps (import, restore): a regular file, a symlink, a node, or another
+  // name of existing non-directory `name` of `from`.
+  Result<std::unique_ptr<Staged>> StageFile(const Dir& dir);
+  Result<std::unique_ptr<Staged>> StageSymlink(const Dir& dir, std::string_view target);
+  Result<std::unique_ptr<Staged>> StageNode(const Dir& dir, mode_t mode, dev_t rdev);
+  Result<std::unique_ptr<Staged>> StageLink(const Dir& from, std::string_view name, const Dir& dir);
+
+ private:
+  Tree(Volume& volume, std::unique_ptr<BackingDir> root, TreeOptions options)
+      : volume_(volume), root_(std::move(root)), options_(std::move(options)) {}
+
+  Result<std::string> Stored(const Dir& dir, std::string_view name) const;
+  // The stored name for an entry about to be made: its long name's side file written.
+  Result<std::string> Prepare(const Dir& dir, std::string_view name);
+  // After a failed create of `stored`: its side file goes, unless the name is someone's.
+  void Unprepare(const Dir& dir, const std::string& stored);
+  void OwnVaultFile(BackingDir& dir, const std::string& file);
+  Status RemoveEmptyDir(const Dir& dir, const std::string& stored);
+  Result<std::unique_ptr<Staged>> Stage(const Dir& dir,
+                                        const std::function<Status(const std::string&)>& make);
+  Status SealXattr(BackingDir& dir, std::string_view stored, std::string_view attr, ByteSpan value,
+                   int flags);
+
+  Volume& volume_;
+  std::unique_ptr<BackingDir> root_;
+  const TreeOptions options_;
+};
+
+}  // namespace sigilfs::core

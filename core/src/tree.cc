@@ -1,0 +1,518 @@
+// Tree: names, directories, links, renames, attributes and files of a vault over a BackingDir.
+#include "sigilfs/core/tree.h"
+
+#include <sys/xattr.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "sigilfs/crypt/encoding.h"
+#include "sigilfs/crypt/random.h"
+#include "sigilfs/crypt/secure_bytes.h"
+
+namespace sigilfs::core {
+namespace {
+
+// Entries being made: the name has a '.', which no stored name has, so no listing shows it.
+constexpr std::string_view kStagePrefix = ".sigilfs.new.";
+constexpr std::string_view kUserNamespace = "user.";
+constexpr std::string_view kAccessAcl = "system.posix_acl_access";
+constexpr std::string_view kDefaultAcl = "system.posix_acl_default";
+
+Status Errno(int err, std::string_view what) { return Status::FromErrno(err, std::string(what)); }
+
+bool IsDir(const struct stat& st) { return S_ISDIR(st.st_mode); }
+
+// The attribute names a vault keeps (sealed): the others are not its to keep.
+Status CheckXattrName(std::string_view attr) {
+  if (attr.starts_with(kUserNamespace) || attr == kAccessAcl || attr == kDefaultAcl)
+    return Status::Ok();
+  return Errno(EOPNOTSUPP, "extended attribute outside user.*");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tree>> Tree::Open(Volume& volume, TreeOptions options) {
+  SIGILFS_ASSIGN_OR_RETURN(auto root, OpenPosixBackingDir(volume.vault().dir()));
+  return Open(volume, std::move(root), std::move(options));
+}
+
+Result<std::unique_ptr<Tree>> Tree::Open(Volume& volume, std::unique_ptr<BackingDir> root,
+                                         TreeOptions options) {
+  // The root's IV is read now: a store that holds no vault tree is refused at once.
+  SIGILFS_RETURN_IF_ERROR(volume.ReadDirIv(*root).status().WithContext("vault root"));
+  return std::unique_ptr<Tree>(new Tree(volume, std::move(root), std::move(options)));
+}
+
+Status Tree::Format(BackingDir& root) {
+  DirIv iv;
+  crypt::RandomBytes(iv);
+  // As MakeDirectory does: the attribute copy where the store keeps attributes, and the file.
+  (void)root.SetXattr("", kDirIvAttrName, iv, XATTR_CREATE);
+  SIGILFS_ASSIGN_OR_RETURN(
+      auto file, root.OpenFile(kDirIvFileName, {.create = true, .exclusive = true, .mode = 0400}));
+  const ByteSpan parts[] = {iv};
+  SIGILFS_RETURN_IF_ERROR(file->WriteAt(parts, 0));
+  return file->Sync(false);
+}
+
+Result<std::unique_ptr<Tree::Dir>> Tree::Root() {
+  SIGILFS_ASSIGN_OR_RETURN(auto backing, root_->OpenDir(""));
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, volume_.ReadDirIv(*backing));
+  return std::unique_ptr<Dir>(new Dir(std::move(backing), iv, "."));
+}
+
+Result<std::unique_ptr<Tree::Dir>> Tree::OpenDir(const Dir& parent, std::string_view name) {
+  if (name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(auto again, parent.backing().OpenDir(""));
+    return std::unique_ptr<Dir>(new Dir(std::move(again), parent.iv(), parent.path()));
+  }
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(parent, name));
+  const std::string path =
+      parent.path() == "." ? std::string(name) : parent.path() + "/" + std::string(name);
+  auto backing = parent.backing().OpenDir(stored);
+  if (!backing.ok()) return backing.status().WithContext(path);
+  auto iv = volume_.ReadDirIv(**backing);
+  if (!iv.ok()) return iv.status().WithContext(path);
+  return std::unique_ptr<Dir>(new Dir(std::move(backing).value(), *iv, path));
+}
+
+Result<std::unique_ptr<Tree::Dir>> Tree::Walk(std::string_view path) {
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Root());
+  for (size_t pos = 0; pos <= path.size();) {
+    const size_t slash = std::min(path.find('/', pos), path.size());
+    const std::string_view part = path.substr(pos, slash - pos);
+    pos = slash + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..")
+      return Status(Code::kInvalidArgument, "'..' in a vault path: " + std::string(path), EINVAL);
+    SIGILFS_ASSIGN_OR_RETURN(dir, OpenDir(*dir, part));
+  }
+  return dir;
+}
+
+Result<std::string> Tree::Stored(const Dir& dir, std::string_view name) const {
+  return volume_.StoredName(dir.iv(), name);
+}
+
+Result<std::string> Tree::Prepare(const Dir& dir, std::string_view name) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  SIGILFS_RETURN_IF_ERROR(volume_.PrepareName(dir.backing(), dir.iv(), name));
+  if (NameCodec::IsLongName(stored)) OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
+  return stored;
+}
+
+void Tree::Unprepare(const Dir& dir, const std::string& stored) {
+  // The side file is the name's, not the failed call's: another entry may hold the name.
+  auto st = dir.backing().Stat(stored);
+  if (!st.ok() && st.status().code() == Code::kNotFound) volume_.ReleaseName(dir.backing(), stored);
+}
+
+void Tree::OwnVaultFile(BackingDir& dir, const std::string& file) {
+  if (options_.vault_files_owner)
+    (void)dir.SetOwner(file, options_.vault_files_owner->first, options_.vault_files_owner->second);
+}
+
+Result<struct stat> Tree::Stat(const Dir& dir, std::string_view name) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  if (S_ISREG(st.st_mode)) {
+    SIGILFS_ASSIGN_OR_RETURN(uint64_t size, volume_.PlainSize(dir.backing(), stored, st));
+    st.st_size = static_cast<off_t>(size);
+  }
+  return st;
+}
+
+Status Tree::List(const Dir& dir, uint64_t from, const std::function<bool(const DirEntry&)>& emit,
+                  const std::function<void(const std::string&, const Status&)>& damaged) {
+  return volume_.List(
+      dir.backing(), dir.iv(), from, emit,
+      damaged ? damaged : [](const std::string&, const Status&) {});
+}
+
+Result<std::vector<DirEntry>> Tree::ListSorted(const Dir& dir) {
+  std::vector<DirEntry> out;
+  SIGILFS_RETURN_IF_ERROR(
+      volume_.ListSorted(dir.backing(), dir.iv(), out, [](const std::string&, const Status&) {}));
+  return out;
+}
+
+Status Tree::MakeDir(const Dir& dir, std::string_view name, mode_t mode) {
+  SIGILFS_RETURN_IF_ERROR(volume_.MakeDirectory(dir.backing(), dir.iv(), name, mode));
+  if (options_.vault_files_owner) {
+    SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+    if (NameCodec::IsLongName(stored)) OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
+    if (auto sub = dir.backing().OpenDir(stored); sub.ok()) OwnVaultFile(**sub, kDirIvFileName);
+  }
+  return Status::Ok();
+}
+
+Status Tree::MakeNode(const Dir& dir, std::string_view name, mode_t mode, dev_t rdev) {
+  const mode_t type = mode & S_IFMT;
+  if (type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
+    return Errno(EINVAL, "mknod of a regular file, directory or symlink");
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Prepare(dir, name));
+  Status s = dir.backing().MakeNode(stored, mode, rdev);
+  if (!s.ok()) Unprepare(dir, stored);
+  return s;
+}
+
+Status Tree::MakeSymlink(const Dir& dir, std::string_view name, std::string_view target) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_.EncryptSymlinkTarget(*root_, target));
+  auto stored = Prepare(dir, name);
+  Status s = stored.ok() ? dir.backing().MakeSymlink(*stored, sealed) : stored.status();
+  if (!s.ok()) {
+    volume_.ReleaseSymlinkTarget(*root_, sealed);
+    if (stored.ok()) Unprepare(dir, *stored);
+  }
+  return s;
+}
+
+Result<std::string> Tree::ReadLink(const Dir& dir, std::string_view name) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, dir.backing().ReadSymlink(stored));
+  return volume_.DecryptSymlinkTarget(*root_, sealed);
+}
+
+Status Tree::Link(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  if (IsDir(st)) return Errno(EPERM, "hard link to a directory");
+  SIGILFS_ASSIGN_OR_RETURN(std::string new_stored, Prepare(to, to_name));
+  Status s = dir.backing().Link(stored, to.backing(), new_stored);
+  if (!s.ok()) Unprepare(to, new_stored);
+  return s;
+}
+
+Status Tree::Unlink(const Dir& dir, std::string_view name) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  if (IsDir(st)) return Errno(EISDIR, "unlink of a directory");
+  const std::string target = volume_.TargetToRelease(dir.backing(), stored, st);
+  SIGILFS_RETURN_IF_ERROR(dir.backing().Unlink(stored));
+  volume_.ReleaseName(dir.backing(), stored);
+  volume_.ReleaseSymlinkTarget(*root_, target);
+  return Status::Ok();
+}
+
+Status Tree::RemoveEmptyDir(const Dir& dir, const std::string& stored) {
+  SIGILFS_ASSIGN_OR_RETURN(auto sub, dir.backing().OpenDir(stored));
+  // The cipher directory still holds its IV file: empty is nothing else.
+  bool empty = true;
+  SIGILFS_RETURN_IF_ERROR(sub->List(0, [&](const BackingEntry& e) {
+    empty = e.name == kDirIvFileName;
+    return empty;
+  }));
+  if (!empty) return Errno(ENOTEMPTY, "rmdir");
+  auto iv = volume_.ReadDirIv(*sub);
+  if (Status s = sub->Unlink(kDirIvFileName); !s.ok() && s.code() != Code::kNotFound) return s;
+  Status s = dir.backing().RemoveDir(stored);
+  // Entries made meanwhile, or a failing store: the IV goes back so the directory stays usable.
+  if (!s.ok() && iv.ok()) (void)volume_.RestoreDirIvFile(*sub, *iv);
+  return s;
+}
+
+Status Tree::RemoveDir(const Dir& dir, std::string_view name) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  if (!IsDir(st)) return Errno(ENOTDIR, "rmdir of a non-directory");
+  SIGILFS_RETURN_IF_ERROR(RemoveEmptyDir(dir, stored));
+  volume_.ReleaseName(dir.backing(), stored);
+  return Status::Ok();
+}
+
+Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name,
+                    unsigned flags) {
+  if ((flags & ~(BackingDir::kNoReplace | BackingDir::kExchange)) != 0 ||
+      flags == (BackingDir::kNoReplace | BackingDir::kExchange))
+    return Errno(EINVAL, "rename flags");
+  SIGILFS_ASSIGN_OR_RETURN(std::string from, Stored(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(std::string dest, Stored(to, to_name));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat src, dir.backing().Stat(from));
+  auto existing = to.backing().Stat(dest);
+  if (!existing.ok() && existing.status().code() != Code::kNotFound) return existing.status();
+  if ((flags & BackingDir::kExchange) != 0) {
+    if (!existing.ok()) return existing.status();
+    // Side files of long names belong to the names, which stay where they are.
+    return dir.backing().Rename(from, to.backing(), dest, BackingDir::kExchange);
+  }
+  if (existing.ok()) {
+    const struct stat& dst = *existing;
+    if (src.st_dev == dst.st_dev && src.st_ino == dst.st_ino) return Status::Ok();  // one file
+    if ((flags & BackingDir::kNoReplace) != 0) return Errno(EEXIST, "rename");
+    if (IsDir(src) && !IsDir(dst)) return Errno(ENOTDIR, "rename");
+    if (!IsDir(src) && IsDir(dst)) return Errno(EISDIR, "rename");
+  }
+  SIGILFS_RETURN_IF_ERROR(volume_.PrepareName(to.backing(), to.iv(), to_name));
+  std::string replaced_target;
+  if (existing.ok()) {
+    replaced_target = volume_.TargetToRelease(to.backing(), dest, *existing);
+    // An "empty" cipher directory still holds its IV file: it is removed first.
+    if (IsDir(*existing)) SIGILFS_RETURN_IF_ERROR(RemoveEmptyDir(to, dest));
+  }
+  if (Status s = dir.backing().Rename(from, to.backing(), dest, flags); !s.ok()) {
+    if (!existing.ok()) Unprepare(to, dest);
+    return s;
+  }
+  volume_.ReleaseSymlinkTarget(*root_, replaced_target);
+  if (&dir.backing() != &to.backing() || from != dest) volume_.ReleaseName(dir.backing(), from);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, std::string_view name,
+                                                       mode_t mode, bool exclusive) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Prepare(dir, name));
+  // Cipher files are always opened for reading too: partial writes read the old page.
+  auto file = dir.backing().OpenFile(
+      stored, {.write = true, .create = true, .exclusive = exclusive, .mode = mode & 07777});
+  if (!file.ok()) {
+    Unprepare(dir, stored);
+    return file.status();
+  }
+  return volume_.pages().Open(std::move(file).value(), stored);
+}
+
+Result<std::unique_ptr<FileContents>> Tree::OpenFile(const Dir& dir, std::string_view name,
+                                                     bool write) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(auto file,
+                           dir.backing().OpenFile(stored, {.write = write, .keep_atime = !write}));
+  return volume_.pages().Open(std::move(file), stored);
+}
+
+Status Tree::SetMode(const Dir& dir, std::string_view name, mode_t mode) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  return dir.backing().SetMode(stored, mode & 07777);
+}
+
+Status Tree::SetOwner(const Dir& dir, std::string_view name, uid_t uid, gid_t gid) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  return dir.backing().SetOwner(stored, uid, gid);
+}
+
+Status Tree::SetTimes(const Dir& dir, std::string_view name, const struct timespec times[2]) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  return dir.backing().SetTimes(stored, times);
+}
+
+Status Tree::SetSize(const Dir& dir, std::string_view name, uint64_t size) {
+  SIGILFS_ASSIGN_OR_RETURN(auto file, OpenFile(dir, name, /*write=*/true));
+  SIGILFS_RETURN_IF_ERROR(file->Truncate(size));
+  return file->Sync(false);
+}
+
+Status Tree::SealXattr(BackingDir& dir, std::string_view stored, std::string_view attr,
+                       ByteSpan value, int flags) {
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
+  SIGILFS_ASSIGN_OR_RETURN(std::string key, volume_.names().XattrStoredName(attr));
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
+                           volume_.names().SealXattr(key, attr, value));
+  return dir.SetXattr(stored, key, sealed, flags);
+}
+
+Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view name,
+                                            std::string_view attr) {
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  if (S_ISLNK(st.st_mode)) return Errno(ENODATA, "extended attribute of a symlink");
+  SIGILFS_ASSIGN_OR_RETURN(std::string key, volume_.names().XattrStoredName(attr));
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, dir.backing().GetXattr(stored, key));
+  SIGILFS_ASSIGN_OR_RETURN(NameCodec::Xattr x, volume_.names().OpenXattr(key, sealed));
+  if (x.name != attr) {
+    crypt::SecureWipe(x.value);
+    return Status(Code::kCorrupt, "extended attribute stored under another name's key");
+  }
+  return std::move(x.value);
+}
+
+Status Tree::SetXattr(const Dir& dir, std::string_view name, std::string_view attr, ByteSpan value,
+                      int flags) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  if (S_ISLNK(st.st_mode)) return Errno(EPERM, "extended attribute on a symlink");
+  return SealXattr(dir.backing(), stored, attr, value, flags);
+}
+
+Status Tree::RemoveXattr(const Dir& dir, std::string_view name, std::string_view attr) {
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  SIGILFS_ASSIGN_OR_RETURN(std::string key, volume_.names().XattrStoredName(attr));
+  return dir.backing().RemoveXattr(stored, key);
+}
+
+Result<std::vector<std::string>> Tree::ListXattrs(
+    const Dir& dir, std::string_view name,
+    const std::function<void(const std::string&, const Status&)>& damaged) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  if (S_ISLNK(st.st_mode)) return std::vector<std::string>{};
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> keys, dir.backing().ListXattrs(stored));
+  std::vector<std::string> out;
+  for (const std::string& key : keys) {
+    if (!key.starts_with(NameCodec::kXattrPrefix)) continue;  // the vault's own (a dir's IV)
+    auto sealed = dir.backing().GetXattr(stored, key);
+    if (!sealed.ok() && sealed.status().sys_errno() == ENODATA) continue;  // removed meanwhile
+    auto x = sealed.ok() ? volume_.names().OpenXattr(key, *sealed)
+                         : Result<NameCodec::Xattr>(sealed.status());
+    if (!x.ok()) {
+      if (damaged) damaged(key, x.status());
+      continue;
+    }
+    crypt::SecureWipe(x->value);
+    out.push_back(std::move(x->name));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<struct statvfs> Tree::StatFs() { return root_->StatFs(); }
+
+// ---------------------------------------------------------------------------------------------
+// Staged entries
+
+Result<std::unique_ptr<Tree::Staged>> Tree::Stage(
+    const Dir& dir, const std::function<Status(const std::string&)>& make) {
+  std::array<uint8_t, 8> rnd;
+  crypt::RandomBytes(rnd);
+  std::string temp = std::string(kStagePrefix) + crypt::HexEncode(rnd);
+  SIGILFS_RETURN_IF_ERROR(make(temp));
+  return std::unique_ptr<Staged>(new Staged(*this, dir, std::move(temp)));
+}
+
+Result<std::unique_ptr<Tree::Staged>> Tree::StageFile(const Dir& dir) {
+  std::unique_ptr<BackingFile> file;
+  SIGILFS_ASSIGN_OR_RETURN(
+      auto staged, Stage(dir, [&](const std::string& temp) -> Status {
+        SIGILFS_ASSIGN_OR_RETURN(
+            file, dir.backing().OpenFile(
+                      temp, {.write = true, .create = true, .exclusive = true, .mode = 0600}));
+        return Status::Ok();
+      }));
+  SIGILFS_ASSIGN_OR_RETURN(staged->contents_,
+                           volume_.pages().Open(std::move(file), dir.path() + "/" + staged->temp_));
+  return staged;
+}
+
+Result<std::unique_ptr<Tree::Staged>> Tree::StageSymlink(const Dir& dir, std::string_view target) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_.EncryptSymlinkTarget(*root_, target));
+  auto staged =
+      Stage(dir, [&](const std::string& temp) { return dir.backing().MakeSymlink(temp, sealed); });
+  if (!staged.ok()) {
+    volume_.ReleaseSymlinkTarget(*root_, sealed);
+    return staged.status();
+  }
+  (*staged)->own_target_ = sealed;
+  return staged;
+}
+
+Result<std::unique_ptr<Tree::Staged>> Tree::StageNode(const Dir& dir, mode_t mode, dev_t rdev) {
+  const mode_t type = mode & S_IFMT;
+  if (type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
+    return Errno(EINVAL, "mknod of a regular file, directory or symlink");
+  return Stage(dir, [&](const std::string& temp) {
+    return dir.backing().MakeNode(temp, type | (mode & 07777), rdev);
+  });
+}
+
+Result<std::unique_ptr<Tree::Staged>> Tree::StageLink(const Dir& from, std::string_view name,
+                                                      const Dir& dir) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(from, name));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, from.backing().Stat(stored));
+  if (IsDir(st)) return Errno(EPERM, "hard link to a directory");
+  return Stage(dir, [&](const std::string& temp) {
+    return from.backing().Link(stored, dir.backing(), temp);
+  });
+}
+
+Tree::Staged::~Staged() {
+  contents_.reset();
+  if (temp_.empty()) return;
+  (void)dir_.backing().Unlink(temp_);
+  tree_.volume_.ReleaseSymlinkTarget(*tree_.root_, own_target_);
+}
+
+Status Tree::Staged::SetXattr(std::string_view attr, ByteSpan value) {
+  if (temp_.empty()) return Errno(EINVAL, "staged entry already placed");
+  auto st = dir_.backing().Stat(temp_);
+  if (st.ok() && S_ISLNK(st->st_mode)) return Errno(EPERM, "extended attribute on a symlink");
+  return tree_.SealXattr(dir_.backing(), temp_, attr, value, 0);
+}
+
+Status Tree::Staged::Finish() {
+  if (contents_) {
+    // Written back and closed first: nothing is left to move the times set below.
+    SIGILFS_RETURN_IF_ERROR(contents_->Sync(false));
+    contents_.reset();
+  }
+  BackingDir& dir = dir_.backing();
+  if (owner_) SIGILFS_RETURN_IF_ERROR(dir.SetOwner(temp_, owner_->first, owner_->second));
+  if (mode_) {
+    SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.Stat(temp_));
+    // A symlink's permissions mean nothing (and Linux cannot change them).
+    if (!S_ISLNK(st.st_mode)) SIGILFS_RETURN_IF_ERROR(dir.SetMode(temp_, *mode_));
+  }
+  if (times_) SIGILFS_RETURN_IF_ERROR(dir.SetTimes(temp_, times_->data()));
+  owner_.reset();
+  mode_.reset();
+  times_.reset();
+  return Status::Ok();
+}
+
+Status Tree::Staged::Place(std::string_view name, bool replace) {
+  if (temp_.empty()) return Errno(EINVAL, "staged entry already placed");
+  SIGILFS_RETURN_IF_ERROR(Finish());
+  Tree& tree = tree_;
+  BackingDir& dir = dir_.backing();
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, tree.Stored(dir_, name));
+  std::string replaced_target;
+  auto existing = dir.Stat(stored);
+  if (existing.ok()) {
+    if (!replace) return Status(Code::kExists, "exists", EEXIST);
+    if (IsDir(*existing)) return Status(Code::kExists, "exists and is a directory", EEXIST);
+    replaced_target = tree.volume_.TargetToRelease(dir, stored, *existing);
+  } else if (existing.status().code() != Code::kNotFound) {
+    return existing.status();
+  }
+  SIGILFS_RETURN_IF_ERROR(tree.Prepare(dir_, name).status());
+  Status s = dir.Rename(temp_, dir, stored, replace ? 0u : unsigned{BackingDir::kNoReplace});
+  if (!s.ok() && s.sys_errno() == EINVAL && !replace)  // no RENAME_NOREPLACE: a link refuses too
+    s = dir.Link(temp_, dir, stored);
+  if (!s.ok()) {
+    if (!existing.ok()) tree.Unprepare(dir_, stored);
+    if (s.sys_errno() == EEXIST) return Status(Code::kExists, "exists", EEXIST);
+    return s;
+  }
+  // Gone after a rename, but left by a link, or by a rename onto another name of its inode.
+  (void)dir.Unlink(temp_);
+  temp_.clear();
+  own_target_.clear();
+  tree.volume_.ReleaseSymlinkTarget(*tree.root_, replaced_target);
+  return Status::Ok();
+}
+
+}  // namespace sigilfs::core

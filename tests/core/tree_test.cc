@@ -1,0 +1,397 @@
+// The vault's namespace (core::Tree) without FUSE: names, directories, renames, links,
+// attributes and staged entries, each against the POSIX and the memory store, and what a
+// failing call leaves (nothing changed, nothing left behind).
+#include "sigilfs/core/tree.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sigilfs/crypt/random.h"
+#include "test_support/stores.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs::core {
+namespace {
+
+using test::Store;
+
+ByteSpan Bytes(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+class TreeTest : public ::testing::TestWithParam<Store> {
+ protected:
+  void SetUp() override {
+    volume_ = test::NewTestVolume((temp_.path() / "vault").string());
+    std::unique_ptr<BackingDir> store = test::NewStore(GetParam(), temp_.path() / "store");
+    ASSERT_TRUE(Tree::Format(*store).ok());
+    store_ = std::move(store->OpenDir("")).value();  // a second view, to look at what is stored
+    auto tree = Tree::Open(*volume_, std::move(store));
+    ASSERT_TRUE(tree.ok()) << tree.status().ToString();
+    tree_ = std::move(tree).value();
+    root_ = std::move(tree_->Root()).value();
+  }
+
+  // Every backing entry below the store's root, as "stored/stored" paths, for "nothing left".
+  std::vector<std::string> Stored(BackingDir* dir = nullptr, const std::string& prefix = "") {
+    if (dir == nullptr) dir = store_.get();
+    std::vector<std::string> out;
+    EXPECT_TRUE(dir->List(0,
+                          [&](const BackingEntry& e) {
+                            out.push_back(prefix + e.name);
+                            if (S_ISDIR(e.type) ||
+                                (e.type == 0 && S_ISDIR(dir->Stat(e.name)->st_mode))) {
+                              auto sub = dir->OpenDir(e.name);
+                              EXPECT_TRUE(sub.ok());
+                              for (auto& n : Stored(sub->get(), prefix + e.name + "/"))
+                                out.push_back(n);
+                            }
+                            return true;
+                          })
+                    .ok());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::vector<std::string> Names(const Tree::Dir& dir) {
+    auto list = tree_->ListSorted(dir);
+    EXPECT_TRUE(list.ok());
+    std::vector<std::string> names;
+    for (const DirEntry& e : *list) names.push_back(e.name);
+    return names;
+  }
+
+  void Write(const Tree::Dir& dir, const std::string& name, std::string_view text,
+             bool create = true) {
+    auto file = create ? tree_->CreateFile(dir, name, 0644, /*exclusive=*/false)
+                       : tree_->OpenFile(dir, name, /*write=*/true);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    ASSERT_TRUE((*file)->Truncate(0).ok());
+    ASSERT_EQ(*(*file)->Write(0, Bytes(text)), text.size());
+    ASSERT_TRUE((*file)->Sync(false).ok());
+  }
+
+  std::string Read(const Tree::Dir& dir, const std::string& name) {
+    auto file = tree_->OpenFile(dir, name, /*write=*/false);
+    if (!file.ok()) return "<" + file.status().ToString() + ">";
+    std::string out((*file)->size(), '\0');
+    auto n = (*file)->Read(0, {reinterpret_cast<uint8_t*>(out.data()), out.size()});
+    EXPECT_TRUE(n.ok());
+    out.resize(n.ok() ? *n : 0);
+    return out;
+  }
+
+  static int Err(const Status& s) { return s.sys_errno(); }
+
+  test::TempDir temp_;
+  std::unique_ptr<Volume> volume_;
+  std::unique_ptr<BackingDir> store_;
+  std::unique_ptr<Tree> tree_;
+  std::unique_ptr<Tree::Dir> root_;
+};
+
+TEST_P(TreeTest, NamesAreStoredEncryptedAndListBackInEveryKind) {
+  Write(*root_, "notes.txt", "hello");
+  ASSERT_TRUE(tree_->MakeDir(*root_, "photos", 0750).ok());
+  ASSERT_TRUE(tree_->MakeSymlink(*root_, "link", "notes.txt").ok());
+  ASSERT_TRUE(tree_->MakeNode(*root_, "fifo", S_IFIFO | 0600, 0).ok());
+  const std::string long_name(240, 'x');
+  Write(*root_, long_name, "long");
+  EXPECT_EQ(Names(*root_),
+            (std::vector<std::string>{"fifo", "link", "notes.txt", "photos", long_name}));
+  for (const std::string& s : Stored())
+    for (const char* plain : {"notes", "photos", "link", "fifo", "xxxx"})
+      EXPECT_EQ(s.find(plain), std::string::npos) << s;
+
+  EXPECT_TRUE(S_ISREG(tree_->Stat(*root_, "notes.txt")->st_mode));
+  EXPECT_EQ(tree_->Stat(*root_, "notes.txt")->st_size, 5);  // plaintext size
+  EXPECT_TRUE(S_ISDIR(tree_->Stat(*root_, "photos")->st_mode));
+  EXPECT_EQ(tree_->Stat(*root_, "photos")->st_mode & 07777, 0750u);
+  EXPECT_TRUE(S_ISLNK(tree_->Stat(*root_, "link")->st_mode));
+  EXPECT_TRUE(S_ISFIFO(tree_->Stat(*root_, "fifo")->st_mode));
+  EXPECT_EQ(*tree_->ReadLink(*root_, "link"), "notes.txt");
+  EXPECT_EQ(Read(*root_, long_name), "long");
+  EXPECT_EQ(tree_->Stat(*root_, "absent").status().code(), Code::kNotFound);
+
+  // Bad names fail before anything is stored.
+  const std::vector<std::string> before = Stored();
+  EXPECT_EQ(tree_->MakeDir(*root_, std::string(256, 'y'), 0700).code(), Code::kNameTooLong);
+  EXPECT_EQ(tree_->MakeDir(*root_, "a/b", 0700).code(), Code::kInvalidArgument);
+  EXPECT_EQ(tree_->CreateFile(*root_, "..", 0600).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Err(tree_->MakeNode(*root_, "plain", S_IFREG | 0600, 0)), EINVAL);
+  EXPECT_EQ(Err(tree_->MakeDir(*root_, "photos", 0700)), EEXIST);
+  EXPECT_EQ(Err(tree_->MakeSymlink(*root_, long_name, "x")), EEXIST);
+  EXPECT_EQ(tree_->MakeSymlink(*root_, "big", std::string(4096, 't')).code(), Code::kNameTooLong);
+  EXPECT_EQ(tree_->CreateFile(*root_, long_name, 0600, /*exclusive=*/true).status().code(),
+            Code::kExists);
+  EXPECT_EQ(Stored(), before);
+  EXPECT_EQ(Read(*root_, long_name), "long");
+
+  // A long name's side file goes with its entry.
+  ASSERT_TRUE(tree_->Unlink(*root_, long_name).ok());
+  EXPECT_EQ(Stored().size(), before.size() - 2);
+}
+
+TEST_P(TreeTest, DirectoriesNestWalkAndGoOnlyWhenEmpty) {
+  ASSERT_TRUE(tree_->MakeDir(*root_, "a", 0700).ok());
+  auto a = std::move(tree_->OpenDir(*root_, "a")).value();
+  ASSERT_TRUE(tree_->MakeDir(*a, "b", 0700).ok());
+  auto b = std::move(tree_->Walk("a//b/.")).value();
+  EXPECT_EQ(b->path(), "a/b");
+  Write(*b, "f", "deep");
+  EXPECT_EQ(Read(*std::move(tree_->Walk("a/b")).value(), "f"), "deep");
+  EXPECT_EQ(tree_->Walk("a/../a").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Err(tree_->Walk("a/b/f").status()), ENOTDIR);
+  EXPECT_EQ(tree_->Walk("a/c").status().code(), Code::kNotFound);
+
+  const std::vector<std::string> before = Stored();
+  EXPECT_EQ(Err(tree_->RemoveDir(*root_, "a")), ENOTEMPTY);
+  EXPECT_EQ(Err(tree_->RemoveDir(*b, "f")), ENOTDIR);
+  EXPECT_EQ(Err(tree_->Unlink(*root_, "a")), EISDIR);
+  EXPECT_EQ(Stored(), before);  // the IV files included
+  EXPECT_EQ(Read(*b, "f"), "deep");
+
+  ASSERT_TRUE(tree_->Unlink(*b, "f").ok());
+  ASSERT_TRUE(tree_->RemoveDir(*a, "b").ok());
+  ASSERT_TRUE(tree_->RemoveDir(*root_, "a").ok());
+  EXPECT_EQ(Stored(), std::vector<std::string>{kDirIvFileName});
+  EXPECT_TRUE(Names(*root_).empty());
+}
+
+TEST_P(TreeTest, ListingsResumeAtACursorWhileEntriesComeAndGo) {
+  for (int i = 0; i < 20; ++i) Write(*root_, "f" + std::to_string(i), "x");
+  std::vector<std::string> seen;
+  uint64_t cursor = 0;
+  ASSERT_TRUE(tree_
+                  ->List(*root_, 0,
+                         [&](const DirEntry& e) {
+                           seen.push_back(e.name);
+                           cursor = static_cast<uint64_t>(e.next_offset);
+                           return seen.size() < 7;
+                         })
+                  .ok());
+  ASSERT_EQ(seen.size(), 7u);
+  // Entries seen go, new ones come: the listing goes on with the ones it has not shown.
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(tree_->Unlink(*root_, seen[i]).ok());
+  Write(*root_, "late", "x");
+  ASSERT_TRUE(tree_
+                  ->List(*root_, cursor,
+                         [&](const DirEntry& e) {
+                           seen.push_back(e.name);
+                           return true;
+                         })
+                  .ok());
+  std::map<std::string, int> count;
+  for (const std::string& n : seen) ++count[n];
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(count["f" + std::to_string(i)], 1) << i;
+}
+
+TEST_P(TreeTest, RenamesReplaceRefuseAndExchangeAsRenameDoes) {
+  Write(*root_, "a", "AAA");
+  Write(*root_, "b", "BB");
+  ASSERT_TRUE(tree_->MakeDir(*root_, "d", 0700).ok());
+  ASSERT_TRUE(tree_->MakeDir(*root_, "e", 0700).ok());
+  auto e = std::move(tree_->OpenDir(*root_, "e")).value();
+  Write(*e, "inside", "I");
+
+  std::vector<std::string> before = Stored();
+  EXPECT_EQ(Err(tree_->Rename(*root_, "a", *root_, "b", BackingDir::kNoReplace)), EEXIST);
+  EXPECT_EQ(Err(tree_->Rename(*root_, "a", *root_, "d")), EISDIR);
+  EXPECT_EQ(Err(tree_->Rename(*root_, "d", *root_, "a")), ENOTDIR);
+  EXPECT_EQ(Err(tree_->Rename(*root_, "d", *root_, "e")), ENOTEMPTY);
+  EXPECT_EQ(Err(tree_->Rename(*root_, "a", *root_, "none", BackingDir::kExchange)), ENOENT);
+  EXPECT_EQ(tree_->Rename(*root_, "none", *root_, "a").code(), Code::kNotFound);
+  EXPECT_EQ(Stored(), before);
+  EXPECT_EQ(Read(*root_, "a"), "AAA");
+  EXPECT_EQ(Read(*e, "inside"), "I");
+
+  ASSERT_TRUE(tree_->Rename(*root_, "a", *root_, "b", BackingDir::kExchange).ok());
+  EXPECT_EQ(Read(*root_, "a"), "BB");
+  EXPECT_EQ(Read(*root_, "b"), "AAA");
+  ASSERT_TRUE(tree_->Rename(*root_, "a", *root_, "b").ok());  // over a file
+  EXPECT_EQ(Read(*root_, "b"), "BB");
+  EXPECT_EQ(Names(*root_), (std::vector<std::string>{"b", "d", "e"}));
+  ASSERT_TRUE(tree_->Rename(*root_, "b", *e, "moved").ok());  // into another directory
+  EXPECT_EQ(Read(*e, "moved"), "BB");
+  ASSERT_TRUE(tree_->Rename(*root_, "e", *root_, "d").ok());  // a directory over an empty one
+  auto d = std::move(tree_->OpenDir(*root_, "d")).value();
+  EXPECT_EQ(Names(*d), (std::vector<std::string>{"inside", "moved"}));
+
+  // Long names: each rename moves its side file with it, and nothing is left behind.
+  const std::string long_a(200, 'a'), long_b(210, 'b');
+  Write(*root_, long_a, "L1");
+  Write(*root_, long_b, "L2");
+  ASSERT_TRUE(tree_->Rename(*root_, long_a, *d, long_b).ok());
+  ASSERT_TRUE(tree_->Rename(*root_, long_b, *root_, "short").ok());
+  EXPECT_EQ(Read(*d, long_b), "L1");
+  EXPECT_EQ(Read(*root_, "short"), "L2");
+  ASSERT_TRUE(tree_->Rename(*d, long_b, *root_, "short").ok());
+  EXPECT_EQ(Read(*root_, "short"), "L1");
+  before = Stored();
+  for (const std::string& s : before) EXPECT_EQ(s.find(".name"), std::string::npos) << s;
+}
+
+TEST_P(TreeTest, HardLinksShareContentsAndOutliveEachOtherName) {
+  Write(*root_, "first", "shared");
+  ASSERT_TRUE(tree_->MakeDir(*root_, "sub", 0700).ok());
+  auto sub = std::move(tree_->OpenDir(*root_, "sub")).value();
+  const std::string long_name(230, 'l');
+  ASSERT_TRUE(tree_->Link(*root_, "first", *sub, long_name).ok());
+  EXPECT_EQ(tree_->Stat(*root_, "first")->st_nlink, 2u);
+  Write(*sub, long_name, "changed", /*create=*/false);
+  EXPECT_EQ(Read(*root_, "first"), "changed");
+
+  const std::vector<std::string> before = Stored();
+  EXPECT_EQ(Err(tree_->Link(*root_, "sub", *root_, "dirlink")), EPERM);
+  EXPECT_EQ(Err(tree_->Link(*root_, "first", *sub, long_name)), EEXIST);
+  EXPECT_EQ(tree_->Link(*root_, "absent", *root_, "x").code(), Code::kNotFound);
+  EXPECT_EQ(Stored(), before);  // the existing long name's side file stays
+
+  ASSERT_TRUE(tree_->Unlink(*root_, "first").ok());
+  EXPECT_EQ(Read(*sub, long_name), "changed");
+  EXPECT_EQ(tree_->Stat(*sub, long_name)->st_nlink, 1u);
+}
+
+TEST_P(TreeTest, SymlinkTargetsShortAndLongGoWithTheirLink) {
+  const std::vector<std::string> empty = Stored();
+  const std::string long_target = "/" + std::string(4000, 'p');
+  ASSERT_TRUE(tree_->MakeSymlink(*root_, "long", long_target).ok());
+  ASSERT_TRUE(tree_->MakeSymlink(*root_, "short", "../x y").ok());
+  EXPECT_EQ(*tree_->ReadLink(*root_, "long"), long_target);
+  EXPECT_EQ(*tree_->ReadLink(*root_, "short"), "../x y");
+  EXPECT_EQ(Stored().size(), empty.size() + 3);  // two links and one target file
+  EXPECT_EQ(Err(tree_->ReadLink(*root_, "absent").status()), ENOENT);
+
+  // Replaced by a rename, a long target's file goes; so it does when the link is removed.
+  ASSERT_TRUE(tree_->MakeSymlink(*root_, "long2", long_target).ok());
+  ASSERT_TRUE(tree_->Rename(*root_, "short", *root_, "long").ok());
+  EXPECT_EQ(*tree_->ReadLink(*root_, "long"), "../x y");
+  EXPECT_EQ(Stored().size(), empty.size() + 3);
+  ASSERT_TRUE(tree_->Unlink(*root_, "long2").ok());
+  ASSERT_TRUE(tree_->Unlink(*root_, "long").ok());
+  EXPECT_EQ(Stored(), empty);
+}
+
+TEST_P(TreeTest, AttributesModesTimesAndSealedExtendedAttributes) {
+  Write(*root_, "f", "data");
+  ASSERT_TRUE(tree_->MakeSymlink(*root_, "l", "f").ok());
+  ASSERT_TRUE(tree_->SetMode(*root_, "f", 0640).ok());
+  const struct timespec times[2] = {{1000, 5}, {2000, 7}};
+  ASSERT_TRUE(tree_->SetTimes(*root_, "f", times).ok());
+  auto st = tree_->Stat(*root_, "f");
+  EXPECT_EQ(st->st_mode & 07777, 0640u);
+  EXPECT_EQ(st->st_mtim.tv_sec, 2000);
+  EXPECT_EQ(st->st_mtim.tv_nsec, 7);
+  EXPECT_EQ(st->st_atim.tv_sec, 1000);
+  ASSERT_TRUE(tree_->SetTimes(*root_, "l", times).ok());  // the link's, not its target's
+  EXPECT_EQ(tree_->Stat(*root_, "l")->st_mtim.tv_sec, 2000);
+  ASSERT_TRUE(tree_->SetSize(*root_, "f", 2).ok());
+  EXPECT_EQ(Read(*root_, "f"), "da");
+
+  ASSERT_TRUE(tree_->SetXattr(*root_, "f", "user.color", Bytes("blue")).ok());
+  ASSERT_TRUE(tree_->SetXattr(*root_, "", "user.dir", Bytes("root")).ok());
+  auto value = tree_->GetXattr(*root_, "f", "user.color");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(std::string(value->begin(), value->end()), "blue");
+  EXPECT_EQ(*tree_->ListXattrs(*root_, "f"), std::vector<std::string>{"user.color"});
+  EXPECT_EQ(*tree_->ListXattrs(*root_, ""), std::vector<std::string>{"user.dir"});  // no IV
+  // Stored sealed under a hashed name.
+  const std::string stored_f = *volume_->StoredName(root_->iv(), "f");
+  const std::vector<std::string> keys = *store_->ListXattrs(stored_f);
+  EXPECT_EQ(keys.size(), 1u);
+  for (const std::string& key : keys) {
+    EXPECT_EQ(key.find("color"), std::string::npos);
+    auto sealed = store_->GetXattr(stored_f, key);
+    EXPECT_EQ(std::string(sealed->begin(), sealed->end()).find("blue"), std::string::npos);
+  }
+
+  // Refusals change nothing.
+  EXPECT_EQ(Err(tree_->SetXattr(*root_, "f", "user.color", Bytes("red"), XATTR_CREATE)), EEXIST);
+  EXPECT_EQ(Err(tree_->SetXattr(*root_, "f", "user.new", Bytes("x"), XATTR_REPLACE)), ENODATA);
+  EXPECT_EQ(Err(tree_->SetXattr(*root_, "f", "trusted.x", Bytes("x"))), EOPNOTSUPP);
+  EXPECT_EQ(Err(tree_->SetXattr(*root_, "l", "user.x", Bytes("x"))), EPERM);
+  EXPECT_EQ(Err(tree_->GetXattr(*root_, "l", "user.x").status()), ENODATA);
+  EXPECT_EQ(Err(tree_->GetXattr(*root_, "f", "user.none").status()), ENODATA);
+  EXPECT_EQ(Err(tree_->RemoveXattr(*root_, "f", "user.none")), ENODATA);
+  value = tree_->GetXattr(*root_, "f", "user.color");
+  EXPECT_EQ(std::string(value->begin(), value->end()), "blue");
+  EXPECT_EQ(*tree_->ListXattrs(*root_, "f"), std::vector<std::string>{"user.color"});
+
+  ASSERT_TRUE(tree_->RemoveXattr(*root_, "f", "user.color").ok());
+  EXPECT_TRUE(tree_->ListXattrs(*root_, "f")->empty());
+
+  // A value moved to another attribute's key does not open as that attribute.
+  ASSERT_TRUE(tree_->SetXattr(*root_, "f", "user.a", Bytes("A")).ok());
+  ASSERT_TRUE(tree_->SetXattr(*root_, "f", "user.b", Bytes("B")).ok());
+  const std::string& f = stored_f;
+  const std::string key_a = *volume_->names().XattrStoredName("user.a");
+  const std::string key_b = *volume_->names().XattrStoredName("user.b");
+  ASSERT_TRUE(store_->SetXattr(f, key_a, *store_->GetXattr(f, key_b)).ok());
+  EXPECT_FALSE(tree_->GetXattr(*root_, "f", "user.a").ok());
+  int damaged = 0;
+  auto names =
+      tree_->ListXattrs(*root_, "f", [&](const std::string&, const Status&) { ++damaged; });
+  EXPECT_EQ(damaged + names->size(), 2u);
+}
+
+TEST_P(TreeTest, StagedEntriesAppearWholeOrNotAtAll) {
+  const std::vector<std::string> empty = Stored();
+  {
+    auto staged = tree_->StageFile(*root_);
+    ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+    ASSERT_TRUE((*staged)->contents()->Write(0, Bytes("staged data")).ok());
+    (*staged)->SetMode(0604);
+    (*staged)->SetTimes({10, 0}, {20, 0});
+    ASSERT_TRUE((*staged)->SetXattr("user.k", Bytes("v")).ok());
+    EXPECT_TRUE(Names(*root_).empty());  // not visible while staged
+    ASSERT_TRUE((*staged)->Place("doc", /*replace=*/false).ok());
+  }
+  EXPECT_EQ(Names(*root_), std::vector<std::string>{"doc"});
+  EXPECT_EQ(Read(*root_, "doc"), "staged data");
+  auto st = tree_->Stat(*root_, "doc");
+  EXPECT_EQ(st->st_mode & 07777, 0604u);
+  EXPECT_EQ(st->st_mtim.tv_sec, 20);  // times set after the contents were written back
+  EXPECT_EQ(*tree_->ListXattrs(*root_, "doc"), std::vector<std::string>{"user.k"});
+  const std::vector<std::string> one = Stored();
+
+  {  // Not over an existing entry unless asked; after the refusal it is still staged.
+    auto staged = std::move(tree_->StageSymlink(*root_, std::string(3500, 't'))).value();
+    EXPECT_EQ(staged->Place("doc", /*replace=*/false).code(), Code::kExists);
+    EXPECT_EQ(Read(*root_, "doc"), "staged data");
+  }
+  EXPECT_EQ(Stored(), one);  // the dropped link and its target file are gone
+  {
+    auto staged = std::move(tree_->StageNode(*root_, S_IFIFO | 0600, 0)).value();
+    ASSERT_TRUE(tree_->MakeDir(*root_, "dir", 0700).ok());
+    EXPECT_EQ(staged->Place("dir", /*replace=*/true).code(), Code::kExists);
+    ASSERT_TRUE(tree_->RemoveDir(*root_, "dir").ok());
+  }
+  EXPECT_EQ(Stored(), one);
+  {  // Replacing: a reader sees the old entry or the new one.
+    auto staged = std::move(tree_->StageLink(*root_, "doc", *root_)).value();
+    ASSERT_TRUE(staged->Place(std::string(250, 'n'), /*replace=*/false).ok());
+    auto again = std::move(tree_->StageSymlink(*root_, "doc")).value();
+    ASSERT_TRUE(again->Place("doc", /*replace=*/true).ok());
+  }
+  EXPECT_EQ(*tree_->ReadLink(*root_, "doc"), "doc");
+  EXPECT_EQ(Read(*root_, std::string(250, 'n')), "staged data");
+  ASSERT_TRUE(tree_->Unlink(*root_, "doc").ok());
+  ASSERT_TRUE(tree_->Unlink(*root_, std::string(250, 'n')).ok());
+  EXPECT_EQ(Stored(), empty);
+}
+
+TEST_P(TreeTest, AStoreWithoutAVaultTreeIsRefused) {
+  std::unique_ptr<BackingDir> bare = test::NewStore(GetParam(), temp_.path() / "bare");
+  EXPECT_EQ(Tree::Open(*volume_, std::move(bare)).status().code(), Code::kCorrupt);
+}
+
+SIGILFS_INSTANTIATE_FOR_STORES(TreeTest);
+
+}  // namespace
+}  // namespace sigilfs::core
