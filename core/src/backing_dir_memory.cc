@@ -3,6 +3,7 @@
 #include <sys/xattr.h>
 #include <time.h>
 
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <string>
@@ -14,7 +15,12 @@
 namespace sigilfs::core {
 namespace {
 
-constexpr dev_t kMemoryDev = 0x5349;  // one device for the whole store
+// One device number per store, as every mounted filesystem has its own: objects of two stores
+// are never taken for one.
+dev_t NewMemoryDev() {
+  static std::atomic<dev_t> next{0x53490000};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 struct Node {
   struct stat st {};
@@ -41,6 +47,7 @@ timespec Now() {
 
 // Every node of one store under one mutex: the store is for tests and tools, not for speed.
 struct Store {
+  const dev_t dev = NewMemoryDev();
   Mutex mu;
   std::unordered_map<uint64_t, Node> nodes SIGILFS_GUARDED_BY(mu);
   uint64_t next_ino SIGILFS_GUARDED_BY(mu) = 1;
@@ -49,7 +56,7 @@ struct Store {
   uint64_t NewNode(mode_t mode) SIGILFS_REQUIRES(mu) {
     const uint64_t ino = next_ino++;
     Node& n = nodes[ino];
-    n.st.st_dev = kMemoryDev;
+    n.st.st_dev = dev;
     n.st.st_ino = ino;
     n.st.st_mode = mode;
     n.st.st_nlink = S_ISDIR(mode) ? 2 : 1;
@@ -187,6 +194,8 @@ class MemoryBackingDir final : public BackingDir {
     } else if (!S_ISREG(n->st.st_mode)) {
       return Fail(EINVAL, "open of a special file", name);
     }
+    if (how.same_as != nullptr && !SameObject(n->st, *how.same_as))
+      return Fail(ESTALE, "open of an entry that changed", name);
     return NewMemoryBackingFile(n->data);
   }
 

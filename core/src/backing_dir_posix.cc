@@ -66,6 +66,8 @@ class PosixBackingDir final : public BackingDir {
     if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "open " + n);
     if (S_ISLNK(st.st_mode)) return Status::FromErrno(ELOOP, "open " + n);
     if (!S_ISREG(st.st_mode)) return Status::FromErrno(EINVAL, "open of a special file " + n);
+    if (how.same_as != nullptr && !SameObject(st, *how.same_as))
+      return Status::FromErrno(ESTALE, "open of an entry that changed: " + n);
     const std::string self = "/proc/self/fd/" + std::to_string(path.get());
     int fd = ::open(self.c_str(), rw | O_CLOEXEC | (how.keep_atime ? O_NOATIME : 0));
     if (fd < 0 && errno == EPERM && how.keep_atime) fd = ::open(self.c_str(), rw | O_CLOEXEC);
@@ -131,7 +133,10 @@ class PosixBackingDir final : public BackingDir {
   // A stream of its own per call (the descriptor may be O_PATH, and calls may overlap); the
   // cursor is the directory's telldir cookie.
   Status List(uint64_t from, const std::function<bool(const BackingEntry&)>& emit) override {
-    const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    // A listing by the vault's own tools is not the user's read: the access time stays where
+    // the store allows it (O_NOATIME needs the owner or CAP_FOWNER).
+    int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return Errno("open directory", ".");
     struct stat st;
     if (::fstat(fd, &st) != 0 || st.st_nlink == 0) {  // removed: it lists nothing, and is gone

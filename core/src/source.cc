@@ -60,13 +60,22 @@ void IovecSource::Consume(size_t n) {
   }
 }
 
-FdSource::FdSource(int fd, size_t step) : fd_(fd), buffer_(step) {}
+StepSource::StepSource(int fd, size_t step) : fd_(fd), buffer_(step) {}
 
-FdSource::~FdSource() { crypt::SecureWipe(buffer_); }
+StepSource::StepSource(BackingFile& file, size_t step) : file_(&file), buffer_(step) {}
 
-Result<size_t> FdSource::Fill() {
+StepSource::~StepSource() { crypt::SecureWipe(buffer_); }
+
+Result<size_t> StepSource::Fill() {
   size_t got = 0;
-  while (got < buffer_.size()) {
+  while (file_ != nullptr && got < buffer_.size()) {
+    SIGILFS_ASSIGN_OR_RETURN(size_t n,
+                             file_->ReadAt(MutableByteSpan(buffer_).subspan(got), offset_));
+    if (n == 0) break;
+    got += n;
+    offset_ += n;
+  }
+  while (file_ == nullptr && got < buffer_.size()) {
     const ssize_t n = ::read(fd_, buffer_.data() + got, buffer_.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::FromErrno(errno, "read");
@@ -78,14 +87,14 @@ Result<size_t> FdSource::Fill() {
   return got;
 }
 
-Result<size_t> FdSource::Read(MutableByteSpan dst) {
+Result<size_t> StepSource::Read(MutableByteSpan dst) {
   const size_t n = std::min(dst.size(), end_ - pos_);
   if (n > 0) std::memcpy(dst.data(), buffer_.data() + pos_, n);
   pos_ += n;
   return n;
 }
 
-ByteSpan FdSource::Peek(size_t max) {
+ByteSpan StepSource::Peek(size_t max) {
   return ByteSpan(buffer_).subspan(pos_, std::min(max, end_ - pos_));
 }
 

@@ -23,6 +23,17 @@ Status Errno(int err, std::string_view what) { return Status::FromErrno(err, std
 
 bool IsDir(const struct stat& st) { return S_ISDIR(st.st_mode); }
 
+std::string PathOf(const Tree::Dir& dir, std::string_view name) {
+  if (name.empty()) return dir.path();
+  return dir.path() == "." ? std::string(name) : dir.path() + "/" + std::string(name);
+}
+
+// A backing store's error about an entry, told by the entry's vault path, not its stored name.
+Status Named(const Status& s, const Tree::Dir& dir, std::string_view name) {
+  if (s.sys_errno() != 0) return Status::FromErrno(s.sys_errno(), PathOf(dir, name));
+  return s.WithContext(PathOf(dir, name));
+}
+
 // The attribute names a vault keeps (sealed): the others are not its to keep.
 Status CheckXattrName(std::string_view attr) {
   if (attr.starts_with(kUserNamespace) || attr == kAccessAcl || attr == kDefaultAcl)
@@ -56,23 +67,23 @@ Status Tree::Format(BackingDir& root) {
   return file->Sync(false);
 }
 
-Result<std::unique_ptr<Tree::Dir>> Tree::Root() {
+Result<std::unique_ptr<Tree::Dir>> Tree::Root(Volume::DirIvCopies copies, bool* from_attribute) {
   SIGILFS_ASSIGN_OR_RETURN(auto backing, root_->OpenDir(""));
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, volume_.ReadDirIv(*backing));
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, volume_.ReadDirIv(*backing, from_attribute, copies));
   return std::unique_ptr<Dir>(new Dir(std::move(backing), iv, "."));
 }
 
-Result<std::unique_ptr<Tree::Dir>> Tree::OpenDir(const Dir& parent, std::string_view name) {
+Result<std::unique_ptr<Tree::Dir>> Tree::OpenDir(const Dir& parent, std::string_view name,
+                                                 Volume::DirIvCopies copies, bool* from_attribute) {
   if (name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(auto again, parent.backing().OpenDir(""));
     return std::unique_ptr<Dir>(new Dir(std::move(again), parent.iv(), parent.path()));
   }
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(parent, name));
-  const std::string path =
-      parent.path() == "." ? std::string(name) : parent.path() + "/" + std::string(name);
+  const std::string path = PathOf(parent, name);
   auto backing = parent.backing().OpenDir(stored);
-  if (!backing.ok()) return backing.status().WithContext(path);
-  auto iv = volume_.ReadDirIv(**backing);
+  if (!backing.ok()) return Named(backing.status(), parent, name);
+  auto iv = volume_.ReadDirIv(**backing, from_attribute, copies);
   if (!iv.ok()) return iv.status().WithContext(path);
   return std::unique_ptr<Dir>(new Dir(std::move(backing).value(), *iv, path));
 }
@@ -89,6 +100,32 @@ Result<std::unique_ptr<Tree::Dir>> Tree::Walk(std::string_view path) {
     SIGILFS_ASSIGN_OR_RETURN(dir, OpenDir(*dir, part));
   }
   return dir;
+}
+
+Result<struct stat> Tree::Lstat(const Dir& dir, std::string_view name, const std::string& stored) {
+  auto st = dir.backing().Stat(stored);
+  if (!st.ok()) return Named(st.status(), dir, name);
+  return st;
+}
+
+Result<Tree::Located> Tree::Locate(std::string_view path) {
+  // Trailing "/" and "/." name the same entry ("a/b/", "a/.").
+  for (;;) {
+    if (path.ends_with('/')) {
+      path.remove_suffix(1);
+    } else if (path == "." || path.ends_with("/.")) {
+      path.remove_suffix(1);
+    } else {
+      break;
+    }
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string_view last = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const std::string_view up = slash == std::string_view::npos ? "" : path.substr(0, slash);
+  if (last == "..")
+    return Status(Code::kInvalidArgument, "'..' in a vault path: " + std::string(path), EINVAL);
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, Walk(up));
+  return Located{std::move(dir), std::string(last)};
 }
 
 Result<std::string> Tree::Stored(const Dir& dir, std::string_view name) const {
@@ -118,7 +155,7 @@ Result<struct stat> Tree::Stat(const Dir& dir, std::string_view name) {
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
   }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (S_ISREG(st.st_mode)) {
     SIGILFS_ASSIGN_OR_RETURN(uint64_t size, volume_.PlainSize(dir.backing(), stored, st));
     st.st_size = static_cast<off_t>(size);
@@ -173,13 +210,14 @@ Status Tree::MakeSymlink(const Dir& dir, std::string_view name, std::string_view
 
 Result<std::string> Tree::ReadLink(const Dir& dir, std::string_view name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, dir.backing().ReadSymlink(stored));
-  return volume_.DecryptSymlinkTarget(*root_, sealed);
+  auto sealed = dir.backing().ReadSymlink(stored);
+  if (!sealed.ok()) return Named(sealed.status(), dir, name);
+  return volume_.DecryptSymlinkTarget(*root_, *sealed);
 }
 
 Status Tree::Link(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (IsDir(st)) return Errno(EPERM, "hard link to a directory");
   SIGILFS_ASSIGN_OR_RETURN(std::string new_stored, Prepare(to, to_name));
   Status s = dir.backing().Link(stored, to.backing(), new_stored);
@@ -189,7 +227,7 @@ Status Tree::Link(const Dir& dir, std::string_view name, const Dir& to, std::str
 
 Status Tree::Unlink(const Dir& dir, std::string_view name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (IsDir(st)) return Errno(EISDIR, "unlink of a directory");
   const std::string target = volume_.TargetToRelease(dir.backing(), stored, st);
   SIGILFS_RETURN_IF_ERROR(dir.backing().Unlink(stored));
@@ -217,7 +255,7 @@ Status Tree::RemoveEmptyDir(const Dir& dir, const std::string& stored) {
 
 Status Tree::RemoveDir(const Dir& dir, std::string_view name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (!IsDir(st)) return Errno(ENOTDIR, "rmdir of a non-directory");
   SIGILFS_RETURN_IF_ERROR(RemoveEmptyDir(dir, stored));
   volume_.ReleaseName(dir.backing(), stored);
@@ -272,15 +310,16 @@ Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, std::stri
     Unprepare(dir, stored);
     return file.status();
   }
-  return volume_.pages().Open(std::move(file).value(), stored);
+  return volume_.pages().Open(std::move(file).value(), PathOf(dir, name));
 }
 
 Result<std::unique_ptr<FileContents>> Tree::OpenFile(const Dir& dir, std::string_view name,
-                                                     bool write) {
+                                                     bool write, const struct stat* same_as) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  SIGILFS_ASSIGN_OR_RETURN(auto file,
-                           dir.backing().OpenFile(stored, {.write = write, .keep_atime = !write}));
-  return volume_.pages().Open(std::move(file), stored);
+  auto file =
+      dir.backing().OpenFile(stored, {.write = write, .keep_atime = !write, .same_as = same_as});
+  if (!file.ok()) return Named(file.status(), dir, name);
+  return volume_.pages().Open(std::move(file).value(), PathOf(dir, name));
 }
 
 Status Tree::SetMode(const Dir& dir, std::string_view name, mode_t mode) {
@@ -329,7 +368,7 @@ Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view nam
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
   }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (S_ISLNK(st.st_mode)) return Errno(ENODATA, "extended attribute of a symlink");
   SIGILFS_ASSIGN_OR_RETURN(std::string key, volume_.names().XattrStoredName(attr));
   SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, dir.backing().GetXattr(stored, key));
@@ -347,7 +386,7 @@ Status Tree::SetXattr(const Dir& dir, std::string_view name, std::string_view at
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
   }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (S_ISLNK(st.st_mode)) return Errno(EPERM, "extended attribute on a symlink");
   return SealXattr(dir.backing(), stored, attr, value, flags);
 }
@@ -369,7 +408,7 @@ Result<std::vector<std::string>> Tree::ListXattrs(
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
   }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.backing().Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (S_ISLNK(st.st_mode)) return std::vector<std::string>{};
   SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> keys, dir.backing().ListXattrs(stored));
   std::vector<std::string> out;

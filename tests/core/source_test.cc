@@ -28,12 +28,12 @@ int WriteFile(const std::string& path, const std::vector<uint8_t>& data) {
   return ::lseek(fd, 0, SEEK_SET) == 0 ? fd : -1;
 }
 
-TEST(FdSourceTest, FillReadsAStepAtATimeAndEveryCallWorksOnIt) {
+TEST(StepSourceTest, FillReadsAStepAtATimeAndEveryCallWorksOnIt) {
   test::TempDir tmp;
   const auto data = test::Pattern(2 * kStep + 1000, 7);
   const int fd = WriteFile(tmp.path() / "plain", data);
   ASSERT_GE(fd, 0);
-  FdSource source(fd, kStep);
+  StepSource source(fd, kStep);
   std::vector<uint8_t> got;
   std::vector<size_t> steps;
   for (;;) {
@@ -62,8 +62,25 @@ TEST(FdSourceTest, FillReadsAStepAtATimeAndEveryCallWorksOnIt) {
   ::close(fd);
 }
 
+// A backing file is read by offset from its start, whatever its own position.
+TEST(StepSourceTest, ABackingFileIsReadFromItsStartInWholeSteps) {
+  const auto data = test::Pattern(2 * kStep + 77, 5);
+  auto file = NewMemoryBackingFile(std::make_shared<MemoryFileData>());
+  const ByteSpan parts[] = {data};
+  ASSERT_TRUE(file->WriteAt(parts, 0).ok());
+  StepSource source(*file, kStep);
+  for (const size_t at : {size_t{0}, kStep, 2 * kStep}) {
+    const size_t want = std::min(kStep, data.size() - at);
+    ASSERT_EQ(*source.Fill(), want);
+    const ByteSpan step = source.Peek(kStep);
+    ASSERT_EQ(step.size(), want);
+    EXPECT_TRUE(std::equal(step.begin(), step.end(), data.begin() + static_cast<long>(at)));
+  }
+  EXPECT_EQ(*source.Fill(), 0u);
+}
+
 // A pipe delivers in pieces: a step is still whole, short only at the end.
-TEST(FdSourceTest, APipeFillsWholeSteps) {
+TEST(StepSourceTest, APipeFillsWholeSteps) {
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
   const auto data = test::Pattern(kStep + 5000, 3);
@@ -74,7 +91,7 @@ TEST(FdSourceTest, APipeFillsWholeSteps) {
     }
     ::close(p[1]);
   });
-  FdSource source(p[0], kStep);
+  StepSource source(p[0], kStep);
   EXPECT_EQ(*source.Fill(), kStep);
   EXPECT_EQ(*source.Fill(), 5000u);
   EXPECT_EQ(*source.Fill(), 0u);
@@ -82,10 +99,10 @@ TEST(FdSourceTest, APipeFillsWholeSteps) {
   ::close(p[0]);
 }
 
-TEST(FdSourceTest, AReadErrorFailsTheFill) {
+TEST(StepSourceTest, AReadErrorFailsTheFill) {
   const int fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // read(2) gives EISDIR
   ASSERT_GE(fd, 0);
-  FdSource source(fd, kStep);
+  StepSource source(fd, kStep);
   auto n = source.Fill();
   EXPECT_FALSE(n.ok());
   EXPECT_EQ(n.status().sys_errno(), EISDIR);
@@ -94,9 +111,9 @@ TEST(FdSourceTest, AReadErrorFailsTheFill) {
 
 // As import feeds the page layer: a step filled, then written whole from the source. With the
 // default step (256 pages) the middle of each step is sealed straight from the source's buffer.
-TEST(FdSourceTest, ThePageLayerStoresAFileFedStepByStep) {
+TEST(StepSourceTest, ThePageLayerStoresAFileFedStepByStep) {
   test::TempDir tmp;
-  const auto data = test::Pattern(2 * FdSource::kDefaultStep + 5000, 9);
+  const auto data = test::Pattern(2 * StepSource::kDefaultStep + 5000, 9);
   const int fd = WriteFile(tmp.path() / "plain", data);
   ASSERT_GE(fd, 0);
   std::vector<uint8_t> key(32);
@@ -105,7 +122,7 @@ TEST(FdSourceTest, ThePageLayerStoresAFileFedStepByStep) {
   test::TestBackend backend(test::BackendKind::kMemory);
   auto file = layer.Open(backend.Open("f"), "f");
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  FdSource source(fd);
+  StepSource source(fd);
   for (uint64_t offset = 0;;) {
     auto n = source.Fill();
     ASSERT_TRUE(n.ok()) << n.status().ToString();

@@ -191,7 +191,7 @@ TEST_F(CliTransferTest, ImportThenExportGivesTheSameTree) {
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(Snapshot(src), before);  // the source is left alone
-  EXPECT_EQ(Leftovers(Vault(), ".sigilfs.import."), std::vector<std::string>{});
+  EXPECT_EQ(Leftovers(Vault(), ".sigilfs.new."), std::vector<std::string>{});
 
   fs::create_directories(Tmp("out"));
   r = Export("tree", {Tmp("out/tree").string()});
@@ -387,7 +387,7 @@ TEST_F(CliTransferTest, ExistingEntriesAreReplacedOnlyWithForce) {
   r = Import(Tmp("y/two").string(), {"d2", "--force"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("d2/two exists and is a directory"), std::string::npos) << r.err;
-  EXPECT_EQ(Leftovers(Vault(), ".sigilfs.import."), std::vector<std::string>{});
+  EXPECT_EQ(Leftovers(Vault(), ".sigilfs.new."), std::vector<std::string>{});
   EXPECT_EQ(Sigilfs({"fsck", Vault(), "--passfile", Pass()}).exit_code, 0);
 
   // Export refuses an existing DEST unless --force.

@@ -34,7 +34,16 @@ struct FileOpenMode {
   // The file's access time stays where the store allows it (O_NOATIME: the owner's files, or
   // CAP_FOWNER): reads of the vault by its own tools are not the user's reads.
   bool keep_atime = false;
+  // An existing file is opened only if it is this object (as SameObject tells; ESTALE
+  // otherwise): the entry looked at before is the one read.
+  const struct stat* same_as = nullptr;
 };
+
+// Whether two stats are of one object of the store: device, inode number and kind.
+inline bool SameObject(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+         (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT);
+}
 
 // An open directory of the backing store. Every name is one entry of it (never empty, ".",
 // ".." or with '/'); no call follows a symbolic link. Errors are the POSIX ones, as

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "sigilfs/core/backing_file.h"
 #include "sigilfs/crypt/bytes.h"
 #include "sigilfs/status.h"
 
@@ -66,17 +67,19 @@ class IovecSource : public Source {
   size_t off_ = 0;  // within iov_[seg_]
 };
 
-// Reads a file descriptor (a file at its current offset, a pipe) a step at a time into a buffer
-// of its own, wiped when the source goes (it holds plaintext). Fill reads the next step;
-// Read, Unread, Peek and Consume then work on what it read, so a writer seals whole pages
-// straight from the buffer. Import feeds the page layer with it.
-class FdSource : public Source {
+// Reads a file descriptor (a file at its current offset, a pipe) or a backing file (from its
+// start) a step at a time into a buffer of its own, wiped when the source goes (it holds
+// plaintext). Fill reads the next step; Read, Unread, Peek and Consume then work on what it
+// read, so a writer seals whole pages straight from the buffer. Import feeds the page layer
+// with it.
+class StepSource : public Source {
  public:
   static constexpr size_t kDefaultStep = size_t{1} << 20;
-  explicit FdSource(int fd, size_t step = kDefaultStep);
-  ~FdSource() override;
-  FdSource(const FdSource&) = delete;
-  FdSource& operator=(const FdSource&) = delete;
+  explicit StepSource(int fd, size_t step = kDefaultStep);
+  explicit StepSource(BackingFile& file, size_t step = kDefaultStep);
+  ~StepSource() override;
+  StepSource(const StepSource&) = delete;
+  StepSource& operator=(const StepSource&) = delete;
 
   // Reads the next step, dropping what is left of the one before: its size, short only at the
   // end of the data, 0 after it.
@@ -87,7 +90,9 @@ class FdSource : public Source {
   void Consume(size_t n) override { pos_ += n; }
 
  private:
-  int fd_;
+  int fd_ = -1;
+  BackingFile* file_ = nullptr;
+  uint64_t offset_ = 0;  // the file's next byte to read
   std::vector<uint8_t> buffer_;
   size_t pos_ = 0;  // the next byte to deliver
   size_t end_ = 0;  // what the latest Fill read

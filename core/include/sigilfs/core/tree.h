@@ -104,9 +104,22 @@ class Tree {
 
   // Directories. Walk takes a vault path ("a/b", "" or "." for the root; no "..", no symlink
   // followed: ENOTDIR).
-  Result<std::unique_ptr<Dir>> Root();
-  Result<std::unique_ptr<Dir>> OpenDir(const Dir& parent, std::string_view name);
+  // `copies` and `from_attribute` are Volume::ReadDirIv's (a checker compares both copies).
+  Result<std::unique_ptr<Dir>> Root(
+      Volume::DirIvCopies copies = Volume::DirIvCopies::kAttributeFirst,
+      bool* from_attribute = nullptr);
+  Result<std::unique_ptr<Dir>> OpenDir(
+      const Dir& parent, std::string_view name,
+      Volume::DirIvCopies copies = Volume::DirIvCopies::kAttributeFirst,
+      bool* from_attribute = nullptr);
   Result<std::unique_ptr<Dir>> Walk(std::string_view path);
+  // A vault path's directory and last name (empty for the root itself); the entry need not
+  // exist.
+  struct Located {
+    std::unique_ptr<Dir> dir;
+    std::string name;
+  };
+  Result<Located> Locate(std::string_view path);
 
   // Attributes as the vault's user sees them: the backing entry's (lstat), a regular file's
   // size its plaintext size.
@@ -137,7 +150,9 @@ class Tree {
   // opened (for writing or not), through the page layer.
   Result<std::unique_ptr<FileContents>> CreateFile(const Dir& dir, std::string_view name,
                                                    mode_t mode, bool exclusive = true);
-  Result<std::unique_ptr<FileContents>> OpenFile(const Dir& dir, std::string_view name, bool write);
+  // `same_as`: opened only if it is that object (ESTALE otherwise), as FileOpenMode says.
+  Result<std::unique_ptr<FileContents>> OpenFile(const Dir& dir, std::string_view name, bool write,
+                                                 const struct stat* same_as = nullptr);
 
   Status SetMode(const Dir& dir, std::string_view name, mode_t mode);  // permission bits
   Status SetOwner(const Dir& dir, std::string_view name, uid_t uid, gid_t gid);
@@ -172,6 +187,8 @@ class Tree {
       : volume_(volume), root_(std::move(root)), options_(std::move(options)) {}
 
   Result<std::string> Stored(const Dir& dir, std::string_view name) const;
+  // lstat of `stored`, the entry `name` of `dir`, its errors told by the entry's vault path.
+  Result<struct stat> Lstat(const Dir& dir, std::string_view name, const std::string& stored);
   // The stored name for an entry about to be made: its long name's side file written.
   Result<std::string> Prepare(const Dir& dir, std::string_view name);
   // After a failed create of `stored`: its side file goes, unless the name is someone's.

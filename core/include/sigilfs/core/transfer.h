@@ -1,0 +1,51 @@
+// Transfer: plain trees into and out of a vault without a mount (import, export, the home
+// migration, backup and restore tools), with permissions, times, `user.*` attributes, hard
+// links and, on request, owners.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "sigilfs/core/backing_dir.h"
+#include "sigilfs/core/tree.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+struct ImportOptions {
+  // Existing entries are replaced (a file in one rename: a reader sees the old one or the new
+  // one) and directories merged into; without it an existing entry is kExists.
+  bool replace = false;
+  bool owner = false;  // owners copied too (needs the privilege to chown)
+  // Called after each non-directory entry: its vault path and, for a regular file, its size.
+  std::function<void(const std::string& path, uint64_t bytes)> progress;
+};
+
+// Plain entry `name` of directory `from` (an empty name: `from` itself) into directory `to` of
+// the vault as `to_name`; a directory is made, or merged into with `replace`, then filled, and
+// its attributes set last. `shown` names the plain entry in messages. Each entry appears whole
+// under its name or not at all; the first failure ends the import.
+Status ImportEntry(Tree& tree, BackingDir& from, std::string_view name, const std::string& shown,
+                   const Tree::Dir& to, std::string_view to_name, const ImportOptions& options);
+// The entries of plain directory `from` into `to`, then `from`'s attributes onto `to`.
+Status ImportInto(Tree& tree, BackingDir& from, const std::string& shown, const Tree::Dir& to,
+                  const ImportOptions& options);
+
+struct ExportOptions {
+  bool replace = false;  // existing entries replaced and directories merged into (kExists else)
+  bool owner = false;    // owners restored too
+  // Each damaged entry of the vault (a page, name, IV, target or attribute that does not open):
+  // reported here and left out, the rest exported. A damaged file is not created at all.
+  std::function<void(const std::string& path, const Status&)> problem;
+};
+
+// Vault entry `name` of `from` (an empty name: `from` itself) to `to_name` in plain directory
+// `to`, whose path `shown` names it in messages. The result is the number of damaged entries
+// left out; a failure to write the destination ends the export and is the status.
+Result<uint64_t> ExportEntry(Tree& tree, const Tree::Dir& from, std::string_view name,
+                             BackingDir& to, std::string_view to_name, const std::string& shown,
+                             const ExportOptions& options);
+
+}  // namespace sigilfs::core

@@ -1,0 +1,228 @@
+// Import and export through the library (core/transfer.h), without FUSE: a plain tree into a
+// vault and back out, against the POSIX and the memory store on both sides.
+#include "sigilfs/core/transfer.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <ranges>
+#include <string>
+#include <vector>
+
+#include "test_support/pattern.h"
+#include "test_support/stores.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs::core {
+namespace {
+
+using test::Store;
+
+ByteSpan Bytes(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// What a plain tree holds, entry by entry: kind, permissions, mtime, size, contents or target,
+// `user.*` attributes, and which entries are one inode.
+struct Snapshot {
+  std::map<std::string, std::string> entries;
+  std::map<std::string, std::string> inode_of;  // hard-link groups by first name
+  bool operator==(const Snapshot&) const = default;
+  friend void PrintTo(const Snapshot& s, std::ostream* os) {
+    for (const auto& [path, text] : s.entries) *os << "\n  " << path << ": " << text.substr(0, 60);
+    for (const auto& [path, first] : s.inode_of) *os << "\n  " << path << " is " << first;
+  }
+};
+
+std::string ReadPlain(BackingDir& dir, const std::string& name) {
+  auto file = dir.OpenFile(name, {.write = false});
+  EXPECT_TRUE(file.ok());
+  std::string out(*(*file)->Size(), '\0');
+  auto n = (*file)->ReadAt({reinterpret_cast<uint8_t*>(out.data()), out.size()}, 0);
+  out.resize(n.ok() ? *n : 0);
+  return out;
+}
+
+void Take(BackingDir& dir, const std::string& prefix, Snapshot& snap,
+          std::map<std::pair<dev_t, ino_t>, std::string>& seen) {
+  std::vector<std::string> names;
+  ASSERT_TRUE(dir.List(0,
+                       [&](const BackingEntry& e) {
+                         names.push_back(e.name);
+                         return true;
+                       })
+                  .ok());
+  std::sort(names.begin(), names.end());  // the first name of a hard-linked inode, in any store
+  for (const std::string& name : names) {
+    const std::string path = prefix + name;
+    struct stat st = *dir.Stat(name);
+    std::string text = std::to_string(st.st_mode) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+                       std::to_string(st.st_mtim.tv_nsec);
+    if (S_ISREG(st.st_mode)) text += " " + ReadPlain(dir, name);
+    if (S_ISLNK(st.st_mode)) text += " -> " + *dir.ReadSymlink(name);
+    if (!S_ISLNK(st.st_mode)) {
+      auto attrs = dir.ListXattrs(name);
+      if (attrs.ok())
+        for (const std::string& a : *attrs) {
+          auto v = *dir.GetXattr(name, a);
+          text += " " + a + "=" + std::string(v.begin(), v.end());
+        }
+    }
+    snap.entries[path] = text;
+    if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+      auto [it, fresh] = seen.try_emplace({st.st_dev, st.st_ino}, path);
+      snap.inode_of[path] = it->second;
+    }
+    if (S_ISDIR(st.st_mode)) Take(**dir.OpenDir(name), path + "/", snap, seen);
+  }
+}
+
+Snapshot SnapshotOf(BackingDir& dir) {
+  Snapshot snap;
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;
+  Take(dir, "", snap, seen);
+  return snap;
+}
+
+class TransferTest : public ::testing::TestWithParam<Store> {
+ protected:
+  void SetUp() override {
+    volume_ = test::NewTestVolume((temp_.path() / "vault").string());
+    auto store = test::NewStore(GetParam(), temp_.path() / "store");
+    ASSERT_TRUE(Tree::Format(*store).ok());
+    vault_store_ = std::move(store->OpenDir("")).value();
+    tree_ = std::move(Tree::Open(*volume_, std::move(store))).value();
+    root_ = std::move(tree_->Root()).value();
+    plain_ = test::NewStore(GetParam(), temp_.path() / "plain");
+    out_ = test::NewStore(GetParam(), temp_.path() / "out");
+  }
+
+  void WritePlain(BackingDir& dir, const std::string& name, const std::vector<uint8_t>& data,
+                  mode_t mode) {
+    auto file = dir.OpenFile(name, {.create = true, .exclusive = true, .mode = 0600});
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    const ByteSpan parts[] = {data};
+    ASSERT_TRUE((*file)->WriteAt(parts, 0).ok());
+    ASSERT_TRUE(dir.SetMode(name, mode).ok());
+  }
+
+  // A plain tree of every kind the vault keeps, times set last.
+  void MakePlainTree() {
+    ASSERT_TRUE(plain_->MakeDir("docs", 0750).ok());
+    auto docs = std::move(plain_->OpenDir("docs")).value();
+    WritePlain(*docs, "empty", {}, 0600);
+    WritePlain(*docs, "small.txt", test::Pattern(5000, 1), 0644);
+    WritePlain(*plain_, "big.bin", test::Pattern((3 << 20) + 77, 2), 0640);  // past one step
+    ASSERT_TRUE(plain_->SetXattr("big.bin", "user.origin", Bytes("camera")).ok());
+    ASSERT_TRUE(docs->SetXattr("", "user.dir", Bytes("yes")).ok());
+    ASSERT_TRUE(plain_->Link("big.bin", *docs, "again.bin").ok());
+    ASSERT_TRUE(docs->MakeSymlink("link", "../big.bin").ok());
+    ASSERT_TRUE(plain_->MakeNode("pipe", S_IFIFO | 0604, 0).ok());
+    const std::string long_name(220, 'n');
+    WritePlain(*docs, long_name, test::Pattern(10, 3), 0600);
+    const struct timespec times[2] = {{1'600'000'000, 1}, {1'650'000'000, 123456789}};
+    for (const char* name : {"empty", "small.txt", "link", "again.bin"})
+      ASSERT_TRUE(docs->SetTimes(name, times).ok());
+    ASSERT_TRUE(docs->SetTimes(long_name, times).ok());
+    ASSERT_TRUE(plain_->SetTimes("pipe", times).ok());
+    ASSERT_TRUE(plain_->SetTimes("docs", times).ok());
+  }
+
+  Result<uint64_t> ExportAll(BackingDir& to, const std::string& name, bool replace = false) {
+    ExportOptions options;
+    options.replace = replace;
+    options.problem = [this](const std::string& path, const Status& s) {
+      problems_.push_back(path + ": " + s.ToString());
+    };
+    return ExportEntry(*tree_, *root_, "", to, name, name, options);
+  }
+
+  test::TempDir temp_;
+  std::unique_ptr<Volume> volume_;
+  std::unique_ptr<BackingDir> vault_store_, plain_, out_;
+  std::unique_ptr<Tree> tree_;
+  std::unique_ptr<Tree::Dir> root_;
+  std::vector<std::string> problems_;
+};
+
+TEST_P(TransferTest, ATreeImportedAndExportedComesBackTheSame) {
+  MakePlainTree();
+  std::vector<std::string> progress;
+  ImportOptions in;
+  in.progress = [&](const std::string& path, uint64_t) { progress.push_back(path); };
+  ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, in).ok());
+  EXPECT_EQ(progress.size(), 7u);                           // every non-directory, once
+  EXPECT_EQ(tree_->Stat(*root_, "big.bin")->st_nlink, 2u);  // a hard link stays one
+
+  auto exported = ExportAll(*out_, "copy");
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(*exported, 0u);
+  EXPECT_TRUE(problems_.empty());
+  const Snapshot want = SnapshotOf(*plain_);
+  EXPECT_EQ(want.entries.size(), 8u);
+  EXPECT_EQ(SnapshotOf(**out_->OpenDir("copy")), want);
+  // Nothing of the vault's own is left in it but what it keeps.
+  for (const std::string& path : SnapshotOf(*vault_store_).entries | std::views::keys)
+    EXPECT_EQ(path.find(".sigilfs."), std::string::npos) << path;
+}
+
+TEST_P(TransferTest, ExistingEntriesAreReplacedOnlyWhenAsked) {
+  WritePlain(*plain_, "f", test::Pattern(100, 1), 0644);
+  ASSERT_TRUE(ImportEntry(*tree_, *plain_, "f", "f", *root_, "f", {}).ok());
+  ASSERT_TRUE(plain_->Unlink("f").ok());
+  WritePlain(*plain_, "f", test::Pattern(60, 2), 0600);
+  const Snapshot vault_before = SnapshotOf(*vault_store_);
+  EXPECT_EQ(ImportEntry(*tree_, *plain_, "f", "f", *root_, "f", {}).code(), Code::kExists);
+  EXPECT_EQ(SnapshotOf(*vault_store_), vault_before);  // unchanged, no temporary left
+  ImportOptions replace;
+  replace.replace = true;
+  ASSERT_TRUE(ImportEntry(*tree_, *plain_, "f", "f", *root_, "f", replace).ok());
+  auto file = tree_->OpenFile(*root_, "f", /*write=*/false);
+  EXPECT_EQ((*file)->size(), 60u);
+  EXPECT_EQ(tree_->Stat(*root_, "f")->st_mode & 07777, 0600u);
+
+  // Never a directory over a file.
+  ASSERT_TRUE(plain_->Unlink("f").ok());
+  ASSERT_TRUE(plain_->MakeDir("f", 0700).ok());
+  EXPECT_EQ(ImportEntry(*tree_, *plain_, "f", "f", *root_, "f", replace).code(), Code::kExists);
+  EXPECT_EQ(tree_->Stat(*root_, "f")->st_size, 60);
+
+  // Export: an existing destination is refused unless asked.
+  WritePlain(*out_, "x", {}, 0600);
+  EXPECT_EQ(ExportEntry(*tree_, *root_, "f", *out_, "x", "x", {}).status().code(), Code::kExists);
+  EXPECT_EQ(out_->Stat("x")->st_size, 0);
+  ExportOptions over;
+  over.replace = true;
+  ASSERT_TRUE(ExportEntry(*tree_, *root_, "f", *out_, "x", "x", over).ok());
+  EXPECT_EQ(out_->Stat("x")->st_size, 60);
+}
+
+TEST_P(TransferTest, ADamagedFileIsLeftOutAndCountedAndTheRestExported) {
+  MakePlainTree();
+  ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
+  // One page of the vault's copy of docs/small.txt changed behind its back.
+  auto docs = std::move(tree_->OpenDir(*root_, "docs")).value();
+  const std::string stored = *volume_->StoredName(docs->iv(), "small.txt");
+  auto cipher = std::move(docs->backing().OpenFile(stored, {})).value();
+  uint8_t byte = 0;
+  ASSERT_TRUE(cipher->ReadAt({&byte, 1}, 100).ok());
+  byte ^= 1;
+  const ByteSpan parts[] = {ByteSpan(&byte, 1)};
+  ASSERT_TRUE(cipher->WriteAt(parts, 100).ok());
+
+  auto exported = ExportAll(*out_, "copy");
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(*exported, 1u);
+  ASSERT_EQ(problems_.size(), 1u);
+  EXPECT_EQ(problems_[0].rfind("docs/small.txt: ", 0), 0u) << problems_[0];
+  Snapshot want = SnapshotOf(*plain_);
+  want.entries.erase("docs/small.txt");
+  EXPECT_EQ(SnapshotOf(**out_->OpenDir("copy")), want);
+}
+
+SIGILFS_INSTANTIATE_FOR_STORES(TransferTest);
+
+}  // namespace
+}  // namespace sigilfs::core
