@@ -53,18 +53,10 @@ class Checker {
                                  "IV file torn; its copy in the directory's attribute is "
                                  "used (mounting the vault restores the file)"));
     std::vector<DirEntry> entries;
-    Status listed = tree_.List(
-        dir, 0,
-        [&](const DirEntry& e) {
-          entries.push_back(e);
-          return true;
-        },
-        [&](const std::string& stored, const Status& s) {
-          Problem(Join(dir.path(), stored) + " (stored name)", s);
-        });
+    Status listed = tree_.ListSorted(dir, entries, [&](const std::string& stored, const Status& s) {
+      Problem(Join(dir.path(), stored) + " (stored name)", s);
+    });
     if (!listed.ok()) Problem(dir.path(), listed);
-    std::sort(entries.begin(), entries.end(),
-              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
     for (const DirEntry& e : entries) CheckEntry(dir, e.name);
   }
 

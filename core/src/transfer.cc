@@ -193,18 +193,10 @@ class Exporter {
     std::vector<std::string> inner = place;
     inner.emplace_back(to_name);
     std::vector<DirEntry> entries;
-    Status listed = tree_.List(
-        src, 0,
-        [&](const DirEntry& e) {
-          entries.push_back(e);
-          return true;
-        },
-        [&](const std::string& stored, const Status& s) {
-          Problem(Join(path, stored) + " (stored name)", s);
-        });
+    Status listed = tree_.ListSorted(src, entries, [&](const std::string& stored, const Status& s) {
+      Problem(Join(path, stored) + " (stored name)", s);
+    });
     if (!listed.ok()) Problem(path, listed);
-    std::sort(entries.begin(), entries.end(),
-              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
     for (const DirEntry& e : entries) {
       SIGILFS_RETURN_IF_ERROR(
           Entry(Join(path, e.name), src, e.name, out, inner, e.name, dest + "/" + e.name));

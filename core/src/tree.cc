@@ -170,11 +170,10 @@ Status Tree::List(const Dir& dir, uint64_t from, const std::function<bool(const 
       damaged ? damaged : [](const std::string&, const Status&) {});
 }
 
-Result<std::vector<DirEntry>> Tree::ListSorted(const Dir& dir) {
-  std::vector<DirEntry> out;
-  SIGILFS_RETURN_IF_ERROR(
-      volume_.ListSorted(dir.backing(), dir.iv(), out, [](const std::string&, const Status&) {}));
-  return out;
+Status Tree::ListSorted(const Dir& dir, std::vector<DirEntry>& out,
+                        const std::function<void(const std::string&, const Status&)>& damaged) {
+  return volume_.ListSorted(
+      dir.backing(), dir.iv(), out, damaged ? damaged : [](const std::string&, const Status&) {});
 }
 
 Status Tree::MakeDir(const Dir& dir, std::string_view name, mode_t mode) {

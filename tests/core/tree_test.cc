@@ -60,10 +60,10 @@ class TreeTest : public ::testing::TestWithParam<Store> {
   }
 
   std::vector<std::string> Names(const Tree::Dir& dir) {
-    auto list = tree_->ListSorted(dir);
-    EXPECT_TRUE(list.ok());
+    std::vector<DirEntry> list;
+    EXPECT_TRUE(tree_->ListSorted(dir, list).ok());
     std::vector<std::string> names;
-    for (const DirEntry& e : *list) names.push_back(e.name);
+    for (const DirEntry& e : list) names.push_back(e.name);
     return names;
   }
 

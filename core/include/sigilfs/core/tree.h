@@ -129,8 +129,11 @@ class Tree {
   // Names that do not decrypt are skipped and passed to `damaged` (if given).
   Status List(const Dir& dir, uint64_t from, const std::function<bool(const DirEntry&)>& emit,
               const std::function<void(const std::string& stored, const Status&)>& damaged = {});
-  // The whole listing, sorted by name.
-  Result<std::vector<DirEntry>> ListSorted(const Dir& dir);
+  // The whole listing, sorted by name, into `out`; the status is the listing's own (entries
+  // read before a failure are kept).
+  Status ListSorted(
+      const Dir& dir, std::vector<DirEntry>& out,
+      const std::function<void(const std::string& stored, const Status&)>& damaged = {});
 
   // New entries, with permission bits `mode` (as the backing store applies its umask).
   Status MakeDir(const Dir& dir, std::string_view name, mode_t mode);
