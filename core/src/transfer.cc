@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "plain_tree.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/source.h"
 #include "sigilfs/crypt/encoding.h"
@@ -24,7 +25,6 @@ namespace {
 
 // Plaintext is moved in steps of this size: never a whole file in memory.
 constexpr size_t kStep = 1 << 20;
-constexpr std::string_view kUserNamespace = "user.";
 // Plain entries being written before they are renamed into place.
 constexpr std::string_view kExportTemp = ".sigilfs-export.";
 
@@ -39,41 +39,6 @@ Status Exists(const std::string& path) { return Status(Code::kExists, path, EEXI
 
 // `s` about `shown`: the path first, the store's own words after it.
 Status About(const std::string& shown, Status s) { return s.WithContext(shown); }
-
-// The names of plain directory `dir`, sorted.
-Result<std::vector<std::string>> SortedNames(BackingDir& dir) {
-  std::vector<std::string> names;
-  SIGILFS_RETURN_IF_ERROR(dir.List(0, [&](const BackingEntry& e) {
-    names.push_back(e.name);
-    return true;
-  }));
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-struct Xattr {
-  std::string name;
-  std::vector<uint8_t> value;
-};
-
-// The `user.*` attributes of plain entry `name` of `dir` (none where the store keeps none).
-Result<std::vector<Xattr>> PlainXattrs(BackingDir& dir, std::string_view name) {
-  auto names = dir.ListXattrs(name);
-  if (!names.ok()) {
-    const int e = names.status().sys_errno();
-    if (e == ENOTSUP || e == EOPNOTSUPP) return std::vector<Xattr>{};
-    return names.status();
-  }
-  std::vector<Xattr> out;
-  for (std::string& attr : *names) {
-    if (!attr.starts_with(kUserNamespace)) continue;
-    auto value = dir.GetXattr(name, attr);
-    if (!value.ok() && value.status().sys_errno() == ENODATA) continue;  // removed meanwhile
-    if (!value.ok()) return value.status();
-    out.push_back({std::move(attr), std::move(value).value()});
-  }
-  return out;
-}
 
 // A plain entry made under a temporary name in `dir`, removed again unless it was placed.
 class PlainTemp {
@@ -434,8 +399,8 @@ class Importer {
     if (!names.ok()) return About(shown, names.status());
     for (const std::string& name : *names)
       SIGILFS_RETURN_IF_ERROR(Entry(Join(shown, name), src, name, out, name));
-    SIGILFS_ASSIGN_OR_RETURN(std::vector<Xattr> list, PlainXattrs(src, ""));
-    for (Xattr& x : list) {
+    SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, ""));
+    for (PlainXattr& x : list) {
       Status s = tree_.SetXattr(out, "", x.name, x.value);
       crypt::SecureWipe(x.value);
       SIGILFS_RETURN_IF_ERROR(About(out.path(), s.WithContext("extended attribute " + x.name)));
@@ -476,8 +441,8 @@ class Importer {
       if (written != *n) return Status(Code::kIoError, path + ": short write");
       offset += *n;
     }
-    SIGILFS_ASSIGN_OR_RETURN(std::vector<Xattr> list, PlainXattrs(src, name));
-    for (Xattr& x : list) {
+    SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, name));
+    for (PlainXattr& x : list) {
       Status s = (*staged)->SetXattr(x.name, x.value);
       crypt::SecureWipe(x.value);
       if (!s.ok()) return About(shown, s.WithContext("extended attribute " + x.name));

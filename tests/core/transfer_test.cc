@@ -222,6 +222,55 @@ TEST_P(TransferTest, ADamagedFileIsLeftOutAndCountedAndTheRestExported) {
   EXPECT_EQ(SnapshotOf(**out_->OpenDir("copy")), want);
 }
 
+TEST_P(TransferTest, TheComparisonFindsEveryKindOfDifference) {
+  MakePlainTree();
+  ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
+  std::vector<std::string> seen;
+  auto same =
+      CompareWithPlain(*tree_, *root_, *plain_, "plain",
+                       [&](const std::string& path, const struct stat&) { seen.push_back(path); });
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(*same, 8u);
+  EXPECT_EQ(seen.size(), 8u);
+
+  auto docs = std::move(plain_->OpenDir("docs")).value();
+  const struct timespec keep[2] = {{1'600'000'000, 1}, {1'650'000'000, 123456789}};
+  // Each change is made, found under its path with what differs, and undone.
+  const auto differs = [&](const std::string& what) {
+    auto r = CompareWithPlain(*tree_, *root_, *plain_, "plain");
+    EXPECT_EQ(r.status().code(), Code::kCorrupt) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().ToString();
+  };
+  {  // one byte of contents, same size and times
+    auto file = std::move(docs->OpenFile("small.txt", {})).value();
+    const ByteSpan x[] = {Bytes("X")};
+    ASSERT_TRUE(file->WriteAt(x, 4000).ok());
+    ASSERT_TRUE(docs->SetTimes("small.txt", keep).ok());
+    differs("docs/small.txt: contents differ");
+    const auto original = test::Pattern(5000, 1);
+    const ByteSpan back[] = {ByteSpan(original).subspan(4000, 1)};
+    ASSERT_TRUE(file->WriteAt(back, 4000).ok());
+    ASSERT_TRUE(docs->SetTimes("small.txt", keep).ok());
+  }
+  ASSERT_TRUE(docs->SetMode("empty", 0644).ok());
+  differs("docs/empty: permissions differ");
+  ASSERT_TRUE(docs->SetMode("empty", 0600).ok());
+  ASSERT_TRUE(plain_->SetXattr("big.bin", "user.origin", Bytes("phone")).ok());
+  differs("big.bin: extended attributes differ");
+  ASSERT_TRUE(plain_->SetXattr("big.bin", "user.origin", Bytes("camera")).ok());
+  ASSERT_TRUE(docs->MakeDir("new", 0700).ok());
+  ASSERT_TRUE(docs->SetTimes("", keep).ok());
+  differs("docs/new: missing from the vault");
+  ASSERT_TRUE(docs->RemoveDir("new").ok());
+  ASSERT_TRUE(docs->SetTimes("", keep).ok());
+  // A hard link broken in the plain tree: two files where the vault has one.
+  ASSERT_TRUE(docs->Unlink("again.bin").ok());
+  WritePlain(*docs, "again.bin", test::Pattern((3 << 20) + 77, 2), 0640);
+  ASSERT_TRUE(docs->SetTimes("again.bin", keep).ok());
+  ASSERT_TRUE(docs->SetTimes("", keep).ok());
+  EXPECT_EQ(CompareWithPlain(*tree_, *root_, *plain_, "plain").status().code(), Code::kCorrupt);
+}
+
 SIGILFS_INSTANTIATE_FOR_STORES(TransferTest);
 
 }  // namespace

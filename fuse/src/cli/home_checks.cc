@@ -9,6 +9,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -21,7 +22,6 @@
 #include "sigilfs/core/unique_fd.h"
 #include "sigilfs/crypt/secure_bytes.h"
 #include "sigilfs/fuse/mountinfo.h"
-#include "transfer.h"
 
 namespace sigilfs::cli::home {
 namespace {
@@ -46,6 +46,38 @@ std::string MiB(uint64_t bytes) {
   std::ostringstream s;
   s << (bytes + (1 << 20) - 1) / (1 << 20) << " MiB";
   return s.str();
+}
+
+// Opens without updating the access time where allowed (own files, or root), else normally.
+int OpenNoAtime(int dirfd, const std::string& name, int flags) {
+  const int fd = ::openat(dirfd, name.c_str(), flags | O_NOATIME | O_CLOEXEC);
+  if (fd >= 0 || errno != EPERM) return fd;
+  return ::openat(dirfd, name.c_str(), flags | O_CLOEXEC);
+}
+
+// The names in plain directory `dir` (an open descriptor), sorted, without "." and "..".
+Result<std::vector<std::string>> ListNames(int dir, const std::string& shown) {
+  const int fd = ::dup(dir);
+  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (d == nullptr) {
+    Status s = SysError(shown, "list");
+    if (fd >= 0) ::close(fd);
+    return s;
+  }
+  ::rewinddir(d);
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(d);  // NOLINT(concurrency-mt-unsafe): a private DIR stream
+    if (e == nullptr) break;
+    const std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  Status s = errno != 0 ? SysError(shown, "list") : Status::Ok();
+  ::closedir(d);
+  if (!s.ok()) return s;
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 class TreeWalk {

@@ -1,32 +1,15 @@
-// What `sigilfs import`/`export` share with `sigilfs home`: plain-tree helpers and whole-tree
-// copies into and out of an unlocked vault (transfer_commands.cc).
+// What `sigilfs import`/`export` share with `sigilfs home`: whole-tree copies into and out of
+// an unlocked vault (transfer_commands.cc).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "sigilfs/core/volume.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::cli {
-
-// Opens without updating the access time where allowed (own files, or root), else normally.
-int OpenNoAtime(int dirfd, const std::string& name, int flags);
-
-struct Xattr {
-  std::string name;
-  std::vector<uint8_t> value;
-};
-
-// The extended attributes of open file `fd` whose names start with `prefix` (none where the
-// filesystem has no extended attributes). `shown` names the file in errors.
-Result<std::vector<Xattr>> ReadXattrs(int fd, std::string_view prefix, const std::string& shown);
-
-// The names in plain directory `dir` (an open descriptor), sorted, without "." and "..".
-Result<std::vector<std::string>> ListNames(int dir, const std::string& shown);
 
 // Called after each non-directory entry is imported: its vault path and, for a regular file,
 // the bytes it holds.

@@ -1,13 +1,12 @@
 // `sigilfs verity enable|measure|verify`: sealing files of an unmounted vault and checking them.
-#include <fcntl.h>
 #include <fmt/core.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <memory>
 
 #include "commands.h"
+#include "sigilfs/core/tree.h"
 #include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/encoding.h"
 
@@ -31,33 +30,20 @@ Result<std::vector<uint8_t>> ParseSalt(const std::string& hex) {
   return salt;
 }
 
-// The contents of regular file `path` of the vault, its cipher file opened with `flags`.
+// The contents of regular file `path` of the vault, for writing (sealing) or not.
 Result<std::unique_ptr<core::FileContents>> OpenVaultFile(core::Volume& volume,
-                                                          const std::string& path, int flags) {
-  SIGILFS_ASSIGN_OR_RETURN(core::Volume::Located at, volume.Locate(path));
-  // Checked before opening, so a directory or a FIFO gets a clear message and is never opened
-  // (opening a FIFO could block).
-  struct stat st;
-  if (::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    const int err = errno;
-    ::close(at.dirfd);
-    return Status::FromErrno(err, path);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(at.dirfd);
+                                                          const std::string& path, bool write) {
+  SIGILFS_ASSIGN_OR_RETURN(auto tree, core::Tree::Open(volume));
+  SIGILFS_ASSIGN_OR_RETURN(core::Tree::Located at, tree->Locate(path));
+  // Checked before opening, so a directory or a FIFO gets a clear message and is never opened.
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, tree->Stat(*at.dir, at.name));
+  if (at.name.empty() || !S_ISREG(st.st_mode))
     return Status(Code::kInvalidArgument, path + " is not a regular file");
-  }
-  const int fd =
-      ::openat(at.dirfd, at.stored.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
-  const int err = errno;
-  ::close(at.dirfd);
-  if (fd < 0) return Status::FromErrno(err, path);
+  auto file = tree->OpenFile(*at.dir, at.name, write, &st);
   // The entry may have been replaced between the check and the open.
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (!file.ok() && file.status().sys_errno() == ESTALE)
     return Status(Code::kInvalidArgument, path + " is not a regular file");
-  }
-  return volume.pages().Open(core::NewPosixBackingFile(fd), path);
+  return file;
 }
 
 Status NotSealed(const std::string& path) {
@@ -78,7 +64,7 @@ int RunEnable(const VerityOptions& o) {
   fuse::VaultLock lock;
   auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kWrite, lock);
   if (!volume.ok()) return Fail(volume.status());
-  auto file = OpenVaultFile(**volume, o.path, O_RDWR);
+  auto file = OpenVaultFile(**volume, o.path, /*write=*/true);
   if (!file.ok()) return Fail(file.status());
   if ((*file)->sealed()) return Fail(Status(Code::kExists, o.path + " is already sealed", EEXIST));
   auto digest = (*file)->EnableVerity(*salt);
@@ -93,7 +79,7 @@ int RunMeasureOrVerify(const VerityOptions& o, bool verify) {
   fuse::VaultLock lock;
   auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead, lock);
   if (!volume.ok()) return Fail(volume.status());
-  auto file = OpenVaultFile(**volume, o.path, O_RDONLY);
+  auto file = OpenVaultFile(**volume, o.path, /*write=*/false);
   if (!file.ok()) return Fail(file.status());
   auto digest = DigestText(**file);
   if (!digest.ok()) return Fail(digest.status());

@@ -48,4 +48,15 @@ Result<uint64_t> ExportEntry(Tree& tree, const Tree::Dir& from, std::string_view
                              BackingDir& to, std::string_view to_name, const std::string& shown,
                              const ExportOptions& options);
 
+// Proof that plain directory `plain` (`shown` in messages) and vault directory `vault` hold the
+// same tree, read back through the vault's own code: names, types, contents, sizes, modes,
+// owners, modification times (access times are not compared: reading a symlink's target moves
+// it), device numbers, symlink targets, hard-link identity and `user.*` attributes, the two
+// directories' own included. The first difference is kCorrupt with its vault path; on success,
+// the number of entries compared. `seen` (if given) is called with each entry's vault path and
+// plain stat as first looked at.
+Result<uint64_t> CompareWithPlain(
+    Tree& tree, const Tree::Dir& vault, BackingDir& plain, const std::string& shown,
+    const std::function<void(const std::string& path, const struct stat& plain)>& seen = {});
+
 }  // namespace sigilfs::core

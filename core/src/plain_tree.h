@@ -1,0 +1,53 @@
+// Plain-tree helpers of import, export and compare: a plain directory's sorted names and its
+// entries' `user.*` attributes, through BackingDir.
+#pragma once
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sigilfs/core/backing_dir.h"
+#include "sigilfs/status.h"
+
+namespace sigilfs::core {
+
+inline constexpr std::string_view kUserNamespace = "user.";
+
+// The names of plain directory `dir`, sorted.
+inline Result<std::vector<std::string>> SortedNames(BackingDir& dir) {
+  std::vector<std::string> names;
+  SIGILFS_RETURN_IF_ERROR(dir.List(0, [&](const BackingEntry& e) {
+    names.push_back(e.name);
+    return true;
+  }));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+struct PlainXattr {
+  std::string name;
+  std::vector<uint8_t> value;
+};
+
+// The `user.*` attributes of plain entry `name` of `dir` (none where the store keeps none).
+inline Result<std::vector<PlainXattr>> PlainXattrs(BackingDir& dir, std::string_view name) {
+  auto names = dir.ListXattrs(name);
+  if (!names.ok()) {
+    const int e = names.status().sys_errno();
+    if (e == ENOTSUP || e == EOPNOTSUPP) return std::vector<PlainXattr>{};
+    return names.status();
+  }
+  std::vector<PlainXattr> out;
+  for (std::string& attr : *names) {
+    if (!attr.starts_with(kUserNamespace)) continue;
+    auto value = dir.GetXattr(name, attr);
+    if (!value.ok() && value.status().sys_errno() == ENODATA) continue;  // removed meanwhile
+    if (!value.ok()) return value.status();
+    out.push_back({std::move(attr), std::move(value).value()});
+  }
+  return out;
+}
+
+}  // namespace sigilfs::core
