@@ -1,13 +1,13 @@
-// A program that uses the installed sigilfs library, without FUSE: it makes a vault, stores an
-// encrypted directory and file in it, lists the directory and reads the file back.
-#include <fcntl.h>
-#include <unistd.h>
-
+// A program that uses the installed sigilfs library, without FUSE: it makes a vault, writes a
+// tree into it (a directory, a file, a symlink, a hard link, an extended attribute), lists it
+// back and reads the file, and checks that the cipher directory holds no plaintext name.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "sigilfs/core/backing_file.h"
+#include "sigilfs/core/check.h"
+#include "sigilfs/core/tree.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
 
@@ -17,6 +17,11 @@ using sigilfs::Status;
 
 int Fail(const std::string& what, const Status& s) {
   std::fprintf(stderr, "consumer: %s: %s\n", what.c_str(), s.ToString().c_str());
+  return 1;
+}
+
+int Wrong(const std::string& what) {
+  std::fprintf(stderr, "consumer: %s\n", what.c_str());
   return 1;
 }
 
@@ -43,59 +48,66 @@ int main(int argc, char** argv) {
   if (!vault.ok()) return Fail("unlock", vault.status());
   auto volume = Volume::Open(std::move(vault).value(), {});
   if (!volume.ok()) return Fail("open", volume.status());
-  Volume& v = **volume;
+  auto opened = Tree::Open(**volume);
+  if (!opened.ok()) return Fail("tree", opened.status());
+  Tree& tree = **opened;
 
-  // A directory "docs" in the root, and "hello.txt" in it.
-  auto root_iv = v.ReadDirIv(v.root_fd());
-  if (!root_iv.ok()) return Fail("root IV", root_iv.status());
-  if (Status s = v.MakeDirectory(v.root_fd(), *root_iv, "docs", 0755); !s.ok())
-    return Fail("mkdir", s);
-  auto docs_name = v.StoredName(*root_iv, "docs");
-  if (!docs_name.ok()) return Fail("name", docs_name.status());
-  const int docs = ::openat(v.root_fd(), docs_name->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (docs < 0) return Fail("open docs", Status::FromErrno(errno, "openat"));
-  auto docs_iv = v.ReadDirIv(docs);
-  if (!docs_iv.ok()) return Fail("docs IV", docs_iv.status());
-  auto file_name = v.StoredName(*docs_iv, "hello.txt");
-  if (!file_name.ok()) return Fail("name", file_name.status());
-  if (Status s = v.PrepareName(docs, *docs_iv, "hello.txt"); !s.ok()) return Fail("name", s);
+  // docs/hello.txt with an attribute, docs/latest -> hello.txt, and docs/copy.txt, a second
+  // name of the same file.
+  auto root = tree.Root();
+  if (!root.ok()) return Fail("root", root.status());
+  if (Status s = tree.MakeDir(**root, "docs", 0755); !s.ok()) return Fail("mkdir", s);
+  auto docs = tree.Walk("docs");
+  if (!docs.ok()) return Fail("walk", docs.status());
   {
-    const int fd = ::openat(docs, file_name->c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return Fail("create file", Status::FromErrno(errno, "openat"));
-    auto contents = v.pages().Open(NewPosixBackingFile(fd), "hello.txt");
-    if (!contents.ok()) return Fail("contents", contents.status());
-    auto n = (*contents)->Write(0, Bytes(text));
+    auto file = tree.CreateFile(**docs, "hello.txt", 0644);
+    if (!file.ok()) return Fail("create", file.status());
+    auto n = (*file)->Write(0, Bytes(text));
     if (!n.ok() || *n != text.size()) return Fail("write", n.ok() ? Status::Ok() : n.status());
-    if (Status s = (*contents)->Flush(); !s.ok()) return Fail("flush", s);
+    if (Status s = (*file)->Sync(false); !s.ok()) return Fail("sync", s);
   }
+  if (Status s = tree.SetXattr(**docs, "hello.txt", "user.lang", Bytes("en")); !s.ok())
+    return Fail("setxattr", s);
+  if (Status s = tree.MakeSymlink(**docs, "latest", "hello.txt"); !s.ok())
+    return Fail("symlink", s);
+  if (Status s = tree.Link(**docs, "hello.txt", **docs, "copy.txt"); !s.ok())
+    return Fail("link", s);
 
-  // The listing shows the plaintext name; the cipher directory holds only the stored one.
+  // The listing shows the plaintext names; the cipher directory holds only stored ones.
   std::vector<DirEntry> entries;
-  Status listed =
-      v.ListSorted(docs, *docs_iv, entries, [](const std::string& stored, const Status& s) {
-        std::fprintf(stderr, "consumer: damaged entry %s: %s\n", stored.c_str(),
-                     s.ToString().c_str());
-      });
-  if (!listed.ok()) return Fail("list", listed);
-  if (entries.size() != 1 || entries[0].name != "hello.txt" || entries[0].stored == "hello.txt") {
-    std::fprintf(stderr, "consumer: the listing is wrong\n");
-    return 1;
+  if (Status s = tree.ListSorted(**docs, entries); !s.ok()) return Fail("list", s);
+  if (entries.size() != 3 || entries[0].name != "copy.txt" || entries[1].name != "hello.txt" ||
+      entries[2].name != "latest")
+    return Wrong("the listing is wrong");
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    for (const char* plain : {"docs", "hello", "copy", "latest"})
+      if (name.find(plain) != std::string::npos) return Wrong("a plaintext name is stored");
   }
 
-  // Read back through a fresh open.
-  const int fd = ::openat(docs, file_name->c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return Fail("reopen", Status::FromErrno(errno, "openat"));
-  auto contents = v.pages().Open(NewPosixBackingFile(fd), "hello.txt");
-  if (!contents.ok()) return Fail("contents", contents.status());
-  std::string back((*contents)->size(), '\0');
-  auto got = (*contents)->Read(0, {reinterpret_cast<uint8_t*>(back.data()), back.size()});
+  // Read back through the other name; the link and the attribute come back too.
+  auto file = tree.OpenFile(**docs, "copy.txt", /*write=*/false);
+  if (!file.ok()) return Fail("open", file.status());
+  std::string back((*file)->size(), '\0');
+  auto got = (*file)->Read(0, {reinterpret_cast<uint8_t*>(back.data()), back.size()});
   if (!got.ok()) return Fail("read", got.status());
-  ::close(docs);
-  if (back != text) {
-    std::fprintf(stderr, "consumer: read back something else\n");
-    return 1;
-  }
-  std::printf("consumer: stored and read back %zu bytes as %s/%s\n", back.size(),
-              docs_name->c_str(), file_name->c_str());
+  if (back != text) return Wrong("read back something else");
+  auto target = tree.ReadLink(**docs, "latest");
+  auto lang = tree.GetXattr(**docs, "copy.txt", "user.lang");
+  if (!target.ok() || *target != "hello.txt") return Wrong("the symlink reads wrong");
+  if (!lang.ok() || std::string(lang->begin(), lang->end()) != "en")
+    return Wrong("the attribute reads wrong");
+  auto st = tree.Stat(**docs, "hello.txt");
+  if (!st.ok() || st->st_nlink != 2 || st->st_size != static_cast<off_t>(text.size()))
+    return Wrong("the file's attributes are wrong");
+
+  // And the whole vault checks clean.
+  const CheckSummary checked = CheckTree(tree, [](const std::string& path, const Status& s) {
+    std::fprintf(stderr, "consumer: %s: %s\n", path.c_str(), s.ToString().c_str());
+  });
+  if (checked.problems != 0 || checked.files != 1 || checked.symlinks != 1)
+    return Wrong("the check found problems");
+  std::printf("consumer: stored %zu bytes under two names, a symlink and an attribute; read back\n",
+              back.size());
   return 0;
 }
