@@ -366,6 +366,29 @@ void FileContents::CheckPages(const Sealed& sealed, std::span<const TreeBlock> l
   if (pending != SIZE_MAX) check(pending, sealed.hasher.Hash({dest[pending], verity::kBlockSize}));
 }
 
+// How far a seal got, for undoing it: the data it covers, the cipher file's length before,
+// whether the bound last page (the commit point) and the flagged header were written.
+struct FileContents::SealProgress {
+  std::shared_ptr<const Key> key;
+  uint64_t data_size = 0;
+  bool had_header = false;
+  std::optional<uint64_t> original_length;
+  bool last_rewritten = false;
+  bool header_flagged = false;
+  crypt::SecureBytes last_plain{kPageSize};  // the data's last page, to bind and to unbind
+  size_t last_len = 0;
+};
+
+// What a seal writes besides the data: tree blocks, the record and pin blocks sealed back to
+// back, the bound last page, and what the file is once sealed.
+struct FileContents::SealUnits {
+  std::vector<uint8_t> units;
+  std::vector<uint8_t> bound_unit;  // empty: the last page is not bound
+  verity::Descriptor descriptor;
+  verity::SealedLayout layout;
+  verity::Record record;
+};
+
 Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
   if (salt.size() > verity::kMaxSaltSize)
     return Status(Code::kInvalidArgument, label_ + ": verity salt over 32 bytes");
@@ -375,210 +398,231 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     if (sealed_owner_) return Status(Code::kExists, label_ + ": already a verity file");
     frozen_ = true;  // from here on writes and truncates fail; the ones before are written back
   }
-  std::shared_ptr<const Key> key;
-  uint64_t data_size = 0;
-  bool had_header = false;
-  // How far the seal got on disk, for undoing it: the cipher file's length before, whether the
-  // bound last page (the commit point) and the flagged header were written.
-  std::optional<uint64_t> original_length;
-  bool last_rewritten = false, header_flagged = false;
-  const PageGeometry& g = layer_.geometry_;
-  crypt::SecureBytes last_plain(kPageSize);  // the data's last page, to bind and to unbind
-  size_t last_len = 0;
+  SealProgress seal;
   auto attempt = [&]() -> Result<verity::Digest> {
     writeback_mu_.AssertHeld();  // `wb`, above
     SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
     {
       WriterLock lock(mu_);
       SIGILFS_RETURN_IF_ERROR(CutStaleTailLocked());
-      data_size = size_;
-      SIGILFS_ASSIGN_OR_RETURN(key, EnsureKeyLocked());
-      had_header = header_on_disk_;
+      seal.data_size = size_;
+      SIGILFS_ASSIGN_OR_RETURN(seal.key, EnsureKeyLocked());
+      seal.had_header = header_on_disk_;
     }
-    SIGILFS_ASSIGN_OR_RETURN(original_length, backing_->Size());
+    SIGILFS_ASSIGN_OR_RETURN(seal.original_length, backing_->Size());
     const verity::BlockHasher hasher(salt);
-    const verity::TreeLayout tree_layout(data_size);
-    const uint64_t pages = tree_layout.data_blocks();
-
-    // Hash every data page: a chunk at a time, the kernel reading the next chunk ahead while
-    // this one's pieces are each read, opened and hashed by whichever core is free (one
-    // hand-off per piece, not one per phase).
-    std::vector<verity::Digest> hashes(static_cast<size_t>(pages));
-    // The nonce of every data unit hashed, to pin in the pin blocks.
-    const bool pinned = layer_.options_.verity_pins;
-    const size_t ns = g.nonce_size();
-    std::vector<uint8_t> nonces(pinned ? static_cast<size_t>(pages) * ns : 0);
-    std::vector<uint8_t> chunk(kSealChunkPages * kPageSize);
-    std::vector<uint8_t*> dest(kSealChunkPages);
-    for (size_t i = 0; i < dest.size(); ++i) dest[i] = chunk.data() + i * kPageSize;
-    backing_->WillNeed(g.UnitOffset(0), std::min<uint64_t>(pages, kSealChunkPages) * g.unit_size());
-    Status hashed = Status::Ok();
-    for (uint64_t first = 0; first < pages && hashed.ok(); first += kSealChunkPages) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunkPages, pages - first));
-      if (first + n < pages)
-        backing_->WillNeed(g.UnitOffset(first + n),
-                           std::min<uint64_t>(kSealChunkPages, pages - first - n) * g.unit_size());
-      const size_t pieces = (n + kSealPiecePages - 1) / kSealPiecePages;
-      std::vector<Status> results(pieces);
-      layer_.pool_->ForEachDynamic(pieces, [&](size_t piece) {
-        const size_t b = piece * kSealPiecePages, e = std::min(n, b + kSealPiecePages);
-        size_t good = 0;
-        const MutableByteSpan piece_nonces =
-            pinned
-                ? MutableByteSpan(nonces).subspan(static_cast<size_t>(first + b) * ns, (e - b) * ns)
-                : MutableByteSpan();
-        results[piece] = LoadPages(key.get(), first + b, e - b, data_size,
-                                   std::span(dest).subspan(b, e - b), good, piece_nonces);
-        if (!results[piece].ok()) return;
-        size_t i = b;
-        for (; i + 1 < e; i += 2)
-          hasher.Hash2({dest[i], kPageSize}, {dest[i + 1], kPageSize},
-                       hashes[static_cast<size_t>(first + i)],
-                       hashes[static_cast<size_t>(first + i + 1)]);
-        if (i < e) hashes[static_cast<size_t>(first + i)] = hasher.Hash({dest[i], kPageSize});
-      });
-      for (Status& r : results)
-        if (!r.ok() && hashed.ok()) hashed = std::move(r);
-      if (hashed.ok() && first + n == pages) {
-        last_len = static_cast<size_t>(data_size - (pages - 1) * kPageSize);
-        std::memcpy(last_plain.data(), dest[n - 1], last_len);
-      }
-    }
-    crypt::SecureWipe(chunk);
-    SIGILFS_RETURN_IF_ERROR(hashed);
-
-    const verity::Tree tree = verity::BuildTree(tree_layout, hasher, hashes);
-    const verity::Descriptor descriptor = verity::EncodeDescriptor(data_size, tree.root, salt);
-    const verity::SealedLayout layout = verity::LayoutOf(g, data_size, pinned);
-    // The data's last page, sealed again (a fresh nonce) as a bound last page: written last of
-    // all the seal's units, it is the commit point, and from then on the file cannot be opened
-    // as an unsealed one. Its new nonce is the one pinned.
-    const bool bound = pages > 0 && layer_.options_.verity_bind;
-    std::vector<uint8_t> bound_unit(bound ? last_len + g.overhead() : 0);
-    if (bound) {
-      SIGILFS_RETURN_IF_ERROR(key->codec.Seal(pages - 1, UnitKind::kSealedLastPage, true,
-                                              last_plain.span().first(last_len), bound_unit));
-      if (pinned)
-        std::memcpy(nonces.data() + static_cast<size_t>(pages - 1) * ns, bound_unit.data(), ns);
-    }
-    const std::vector<uint8_t> record_plain =
-        verity::EncodeRecord(descriptor, layout.tree_blocks, layout.pin_blocks, bound);
-    SIGILFS_ASSIGN_OR_RETURN(verity::Record record, verity::DecodeRecord(record_plain));
-
-    // Pin blocks: the root, then the nonces of the pages each covers.
-    const size_t tree_n = static_cast<size_t>(layout.tree_blocks);
-    const size_t pin_n = static_cast<size_t>(layout.pin_blocks);
-    const size_t per = verity::PinsPerBlock(g);
-    std::vector<uint8_t> pins(pin_n * kPageSize, 0);
-    for (size_t j = 0; j < pin_n; ++j) {
-      uint8_t* block = pins.data() + j * kPageSize;
-      std::memcpy(block, tree.root.data(), verity::kPinBlockHeader);
-      const size_t from = j * per * ns;
-      std::memcpy(block + verity::kPinBlockHeader, nonces.data() + from,
-                  std::min(per * ns, nonces.size() - from));
-    }
-
-    // Tree blocks, the record and the pin blocks, back to back, sealed with the file's key
-    // under their own unit kinds.
-    const size_t unit = g.unit_size();
-    std::vector<uint8_t> units((tree_n + 1 + pin_n) * unit);
-    auto unit_at = [&](size_t k) { return MutableByteSpan(units).subspan(k * unit, unit); };
-    std::vector<Status> sealed_ok(tree_n + pin_n);
-    layer_.pool_->ParallelFor(sealed_ok.size(), 32, [&](size_t b, size_t e) {
-      for (size_t k = b; k < e; ++k) {
-        if (k < tree_n) {
-          sealed_ok[k] =
-              key->codec.Seal(k, UnitKind::kTreeBlock, k + 1 == tree_n,
-                              ByteSpan(tree.blocks).subspan(k * kPageSize, kPageSize), unit_at(k));
-        } else {
-          const size_t j = k - tree_n;
-          sealed_ok[k] = key->codec.Seal(j, UnitKind::kPinBlock, j + 1 == pin_n,
-                                         ByteSpan(pins).subspan(j * kPageSize, kPageSize),
-                                         unit_at(tree_n + 1 + j));
-        }
-      }
-    });
-    for (const Status& s : sealed_ok) SIGILFS_RETURN_IF_ERROR(s);
-    SIGILFS_RETURN_IF_ERROR(
-        key->codec.Seal(0, UnitKind::kSealedRecord, true, record_plain, unit_at(tree_n)));
-
-    // Order matters for crash safety: the trailer first (the file takes its sealed length, so
-    // an interrupted seal is recognized on open), then tree, record and pins, then the bound
-    // last page (the commit point), then the header's flags, each step on disk before the next.
-    std::array<uint8_t, kFileHeaderSize> header{};
-    if (!had_header) {
-      EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key->nonce}, header);
-      const ByteSpan h[] = {header};
-      SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
-    }
-    std::array<uint8_t, verity::kTrailerSize> trailer{};
-    StoreLe64(trailer.data(), data_size);
-    const ByteSpan t[] = {trailer};
-    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(t, layout.cipher_size - trailer.size()));
-    const ByteSpan u[] = {units};
-    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(u, g.UnitOffset(layout.tree_first_unit)));
-    SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
-    if (bound) {
-      last_rewritten = true;  // from the first byte on: a torn write is undone as well
-      const ByteSpan b[] = {bound_unit};
-      SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(b, g.UnitOffset(pages - 1)));
-      SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
-    }
-    const uint16_t flags = kFileFlagSealed | (layout.pin_blocks > 0 ? kFileFlagPinned : 0) |
-                           (bound ? kFileFlagBound : 0);
-    EncodeFileHeader(FileHeader{kFileFormatVersion, flags, key->nonce}, header);
-    const ByteSpan h[] = {header};
-    header_flagged = true;
-    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
-    SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
-    Count(PageCounter::kBackingBytesWritten,
-          units.size() + trailer.size() + header.size() + bound_unit.size());
-
+    std::vector<verity::Digest> hashes;
+    std::vector<uint8_t> nonces;  // of every data unit hashed, to pin in the pin blocks
+    SIGILFS_RETURN_IF_ERROR(HashDataPages(seal, hasher, hashes, nonces));
+    SealUnits units;
+    SIGILFS_RETURN_IF_ERROR(BuildSealUnits(seal, salt, hasher, hashes, nonces, units));
+    SIGILFS_RETURN_IF_ERROR(WriteSeal(seal, units));
     WriterLock lock(mu_);
-    AdoptSeal(layout, record, key);
-    return verity::FileDigest(descriptor);
+    AdoptSeal(units.layout, units.record, seal.key);
+    return verity::FileDigest(units.descriptor);
   };
   auto digest = attempt();
   if (digest.ok()) return digest;
-  // Leave the file as it was: unsealed, its data intact, nothing past it. The steps go back in
-  // the reverse order of sealing, and each leaves a file that opens with its data (sealed, or
-  // unsealed with a tail an open leaves alone), so an undo that fails half way is safe too:
-  // it stops there and says so.
+  return UndoSeal(seal, digest.status());
+}
+
+// Hashes every data page: a chunk at a time, the kernel reading the next chunk ahead while this
+// one's pieces are each read, opened and hashed by whichever core is free (one hand-off per
+// piece, not one per phase). Keeps each page's nonce (with pins) and the last page's plaintext.
+Status FileContents::HashDataPages(SealProgress& seal, const verity::BlockHasher& hasher,
+                                   std::vector<verity::Digest>& hashes,
+                                   std::vector<uint8_t>& nonces) {
+  const PageGeometry& g = layer_.geometry_;
+  const uint64_t pages = verity::TreeLayout(seal.data_size).data_blocks();
+  hashes.assign(static_cast<size_t>(pages), {});
+  const bool pinned = layer_.options_.verity_pins;
+  const size_t ns = g.nonce_size();
+  nonces.assign(pinned ? static_cast<size_t>(pages) * ns : 0, 0);
+  std::vector<uint8_t> chunk(kSealChunkPages * kPageSize);
+  std::vector<uint8_t*> dest(kSealChunkPages);
+  for (size_t i = 0; i < dest.size(); ++i) dest[i] = chunk.data() + i * kPageSize;
+  backing_->WillNeed(g.UnitOffset(0), std::min<uint64_t>(pages, kSealChunkPages) * g.unit_size());
+  Status hashed = Status::Ok();
+  for (uint64_t first = 0; first < pages && hashed.ok(); first += kSealChunkPages) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunkPages, pages - first));
+    if (first + n < pages)
+      backing_->WillNeed(g.UnitOffset(first + n),
+                         std::min<uint64_t>(kSealChunkPages, pages - first - n) * g.unit_size());
+    const size_t pieces = (n + kSealPiecePages - 1) / kSealPiecePages;
+    std::vector<Status> results(pieces);
+    layer_.pool_->ForEachDynamic(pieces, [&](size_t piece) {
+      const size_t b = piece * kSealPiecePages, e = std::min(n, b + kSealPiecePages);
+      size_t good = 0;
+      const MutableByteSpan piece_nonces =
+          pinned
+              ? MutableByteSpan(nonces).subspan(static_cast<size_t>(first + b) * ns, (e - b) * ns)
+              : MutableByteSpan();
+      results[piece] = LoadPages(seal.key.get(), first + b, e - b, seal.data_size,
+                                 std::span(dest).subspan(b, e - b), good, piece_nonces);
+      if (!results[piece].ok()) return;
+      size_t i = b;
+      for (; i + 1 < e; i += 2)
+        hasher.Hash2({dest[i], kPageSize}, {dest[i + 1], kPageSize},
+                     hashes[static_cast<size_t>(first + i)],
+                     hashes[static_cast<size_t>(first + i + 1)]);
+      if (i < e) hashes[static_cast<size_t>(first + i)] = hasher.Hash({dest[i], kPageSize});
+    });
+    for (Status& r : results)
+      if (!r.ok() && hashed.ok()) hashed = std::move(r);
+    if (hashed.ok() && first + n == pages) {
+      seal.last_len = static_cast<size_t>(seal.data_size - (pages - 1) * kPageSize);
+      std::memcpy(seal.last_plain.data(), dest[n - 1], seal.last_len);
+    }
+  }
+  crypt::SecureWipe(chunk);
+  return hashed;
+}
+
+// The tree over `hashes`, its descriptor and record, the pin blocks (the root, then the nonces
+// of the pages each covers) and the bound last page, each sealed with the file's key under its
+// own unit kind.
+Status FileContents::BuildSealUnits(SealProgress& seal, ByteSpan salt,
+                                    const verity::BlockHasher& hasher,
+                                    const std::vector<verity::Digest>& hashes,
+                                    std::vector<uint8_t>& nonces, SealUnits& out) {
+  const PageGeometry& g = layer_.geometry_;
+  const Key& key = *seal.key;
+  const verity::TreeLayout tree_layout(seal.data_size);
+  const uint64_t pages = tree_layout.data_blocks();
+  const bool pinned = layer_.options_.verity_pins;
+  const size_t ns = g.nonce_size();
+  const verity::Tree tree = verity::BuildTree(tree_layout, hasher, hashes);
+  out.descriptor = verity::EncodeDescriptor(seal.data_size, tree.root, salt);
+  out.layout = verity::LayoutOf(g, seal.data_size, pinned);
+  // The data's last page, sealed again (a fresh nonce) as a bound last page: written last of
+  // all the seal's units, it is the commit point, and from then on the file cannot be opened
+  // as an unsealed one. Its new nonce is the one pinned.
+  const bool bound = pages > 0 && layer_.options_.verity_bind;
+  out.bound_unit.assign(bound ? seal.last_len + g.overhead() : 0, 0);
+  if (bound) {
+    SIGILFS_RETURN_IF_ERROR(key.codec.Seal(pages - 1, UnitKind::kSealedLastPage, true,
+                                           seal.last_plain.span().first(seal.last_len),
+                                           out.bound_unit));
+    if (pinned)
+      std::memcpy(nonces.data() + static_cast<size_t>(pages - 1) * ns, out.bound_unit.data(), ns);
+  }
+  const std::vector<uint8_t> record_plain =
+      verity::EncodeRecord(out.descriptor, out.layout.tree_blocks, out.layout.pin_blocks, bound);
+  SIGILFS_ASSIGN_OR_RETURN(out.record, verity::DecodeRecord(record_plain));
+
+  const size_t tree_n = static_cast<size_t>(out.layout.tree_blocks);
+  const size_t pin_n = static_cast<size_t>(out.layout.pin_blocks);
+  const size_t per = verity::PinsPerBlock(g);
+  std::vector<uint8_t> pins(pin_n * kPageSize, 0);
+  for (size_t j = 0; j < pin_n; ++j) {
+    uint8_t* block = pins.data() + j * kPageSize;
+    std::memcpy(block, tree.root.data(), verity::kPinBlockHeader);
+    const size_t from = j * per * ns;
+    std::memcpy(block + verity::kPinBlockHeader, nonces.data() + from,
+                std::min(per * ns, nonces.size() - from));
+  }
+  // Tree blocks, the record and the pin blocks, back to back.
+  const size_t unit = g.unit_size();
+  out.units.assign((tree_n + 1 + pin_n) * unit, 0);
+  auto unit_at = [&](size_t k) { return MutableByteSpan(out.units).subspan(k * unit, unit); };
+  std::vector<Status> sealed_ok(tree_n + pin_n);
+  layer_.pool_->ParallelFor(sealed_ok.size(), 32, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; ++k) {
+      if (k < tree_n) {
+        sealed_ok[k] =
+            key.codec.Seal(k, UnitKind::kTreeBlock, k + 1 == tree_n,
+                           ByteSpan(tree.blocks).subspan(k * kPageSize, kPageSize), unit_at(k));
+      } else {
+        const size_t j = k - tree_n;
+        sealed_ok[k] = key.codec.Seal(j, UnitKind::kPinBlock, j + 1 == pin_n,
+                                      ByteSpan(pins).subspan(j * kPageSize, kPageSize),
+                                      unit_at(tree_n + 1 + j));
+      }
+    }
+  });
+  for (const Status& s : sealed_ok) SIGILFS_RETURN_IF_ERROR(s);
+  return key.codec.Seal(0, UnitKind::kSealedRecord, true, record_plain, unit_at(tree_n));
+}
+
+// Order matters for crash safety: the trailer first (the file takes its sealed length, so an
+// interrupted seal is recognized on open), then tree, record and pins, then the bound last page
+// (the commit point), then the header's flags, each step on disk before the next.
+Status FileContents::WriteSeal(SealProgress& seal, const SealUnits& units) {
+  const PageGeometry& g = layer_.geometry_;
+  const Key& key = *seal.key;
+  std::array<uint8_t, kFileHeaderSize> header{};
+  if (!seal.had_header) {
+    EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key.nonce}, header);
+    const ByteSpan h[] = {header};
+    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
+  }
+  std::array<uint8_t, verity::kTrailerSize> trailer{};
+  StoreLe64(trailer.data(), seal.data_size);
+  const ByteSpan t[] = {trailer};
+  SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(t, units.layout.cipher_size - trailer.size()));
+  const ByteSpan u[] = {units.units};
+  SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(u, g.UnitOffset(units.layout.tree_first_unit)));
+  SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
+  const bool bound = !units.bound_unit.empty();
+  if (bound) {
+    seal.last_rewritten = true;  // from the first byte on: a torn write is undone as well
+    const ByteSpan b[] = {units.bound_unit};
+    const uint64_t last = PageGeometry::PageCount(seal.data_size) - 1;
+    SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(b, g.UnitOffset(last)));
+    SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
+  }
+  const uint16_t flags = kFileFlagSealed | (units.layout.pin_blocks > 0 ? kFileFlagPinned : 0) |
+                         (bound ? kFileFlagBound : 0);
+  EncodeFileHeader(FileHeader{kFileFormatVersion, flags, key.nonce}, header);
+  const ByteSpan h[] = {header};
+  seal.header_flagged = true;
+  SIGILFS_RETURN_IF_ERROR(backing_->WriteAt(h, 0));
+  SIGILFS_RETURN_IF_ERROR(backing_->Sync(true));
+  Count(PageCounter::kBackingBytesWritten,
+        units.units.size() + trailer.size() + header.size() + units.bound_unit.size());
+
+  return Status::Ok();
+}
+
+// Leaves the file as it was after a failed seal: unsealed, its data intact, nothing past it.
+// The steps go back in the reverse order of sealing, and each leaves a file that opens with its
+// data (sealed, or unsealed with a tail an open leaves alone), so an undo that fails half way is
+// safe too: it stops there and says so. Returns `failure` with what the undo did.
+Status FileContents::UndoSeal(const SealProgress& seal, const Status& failure) {
+  const PageGeometry& g = layer_.geometry_;
   Status undo = Status::Ok();
-  if (header_flagged) {
+  if (seal.header_flagged) {
     std::array<uint8_t, kFileHeaderSize> header{};
-    EncodeFileHeader(FileHeader{kFileFormatVersion, 0, key->nonce}, header);
+    EncodeFileHeader(FileHeader{kFileFormatVersion, 0, seal.key->nonce}, header);
     const ByteSpan h[] = {header};
     undo = backing_->WriteAt(h, 0);
     if (undo.ok()) undo = backing_->Sync(true);
   }
-  if (undo.ok() && last_rewritten) {
-    std::vector<uint8_t> unit(last_len + g.overhead());
-    const uint64_t last = PageGeometry::PageCount(data_size) - 1;
-    undo =
-        key->codec.Seal(last, UnitKind::kDataPage, true, last_plain.span().first(last_len), unit);
+  if (undo.ok() && seal.last_rewritten) {
+    std::vector<uint8_t> unit(seal.last_len + g.overhead());
+    const uint64_t last = PageGeometry::PageCount(seal.data_size) - 1;
+    undo = seal.key->codec.Seal(last, UnitKind::kDataPage, true,
+                                seal.last_plain.span().first(seal.last_len), unit);
     const ByteSpan u[] = {unit};
     if (undo.ok()) undo = backing_->WriteAt(u, g.UnitOffset(last));
     if (undo.ok()) undo = backing_->Sync(true);
   }
   bool cut = false;
-  if (undo.ok() && original_length) {
-    undo = backing_->Truncate(*original_length);  // a torn tail's length included
+  if (undo.ok() && seal.original_length) {
+    undo = backing_->Truncate(*seal.original_length);  // a torn tail's length included
     cut = undo.ok();
   }
   WriterLock lock(mu_);
-  if (!undo.ok() && last_rewritten) {
+  if (!undo.ok() && seal.last_rewritten) {
     // The bound last page may be on disk: the file opens sealed from now on (or, were the
     // unbound page written back, unsealed), so it must not take writes as if nothing happened.
-    return digest.status().WithContext(label_ + ": sealing failed, and so did undoing it (" +
-                                       undo.ToString() +
-                                       "); the file reads as before but may stay sealed");
+    return failure.WithContext(label_ + ": sealing failed, and so did undoing it (" +
+                               undo.ToString() + "); the file reads as before but may stay sealed");
   }
   frozen_ = false;
-  if (original_length && !cut) stale_tail_ = true;  // the next change cuts it first
-  if (!undo.ok())
-    return digest.status().WithContext("sealing (and undoing it: " + undo.ToString() + ")");
-  return digest.status().WithContext("sealing");
+  if (seal.original_length && !cut) stale_tail_ = true;  // the next change cuts it first
+  if (!undo.ok()) return failure.WithContext("sealing (and undoing it: " + undo.ToString() + ")");
+  return failure.WithContext("sealing");
 }
 
 Status FileContents::VerifyAll() {

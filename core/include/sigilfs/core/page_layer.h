@@ -218,6 +218,19 @@ class FileContents {
   void AdoptSeal(const verity::SealedLayout& layout, const verity::Record& record,
                  std::shared_ptr<const Key> key) SIGILFS_REQUIRES(mu_);
   void AdoptUnsealedData(uint64_t data_size, std::shared_ptr<const Key> key) SIGILFS_REQUIRES(mu_);
+  // EnableVerity's phases (verity/sealed_file.cc): the file's data hashed, the side units
+  // (tree, record, pins, bound last page) sealed, written in the order that makes a crash
+  // safe, or undone in the reverse order. `SealProgress` records how far the seal got on disk.
+  struct SealProgress;
+  struct SealUnits;
+  Status HashDataPages(SealProgress& seal, const verity::BlockHasher& hasher,
+                       std::vector<verity::Digest>& hashes, std::vector<uint8_t>& nonces)
+      SIGILFS_REQUIRES(writeback_mu_);
+  Status BuildSealUnits(SealProgress& seal, ByteSpan salt, const verity::BlockHasher& hasher,
+                        const std::vector<verity::Digest>& hashes, std::vector<uint8_t>& nonces,
+                        SealUnits& out) SIGILFS_REQUIRES(writeback_mu_);
+  Status WriteSeal(SealProgress& seal, const SealUnits& units) SIGILFS_REQUIRES(writeback_mu_);
+  Status UndoSeal(const SealProgress& seal, const Status& failure) SIGILFS_REQUIRES(writeback_mu_);
   // How a file's last data unit opens (Load's check that an unsealed file is not a stripped one).
   struct LastPage {
     enum Kind { kNeither, kUnsealed, kBound } kind = kNeither;
@@ -321,6 +334,14 @@ class FileContents {
   void EvictLocked() SIGILFS_REQUIRES(mu_);
   Status WriteBackLocked(DirectRun* direct = nullptr) SIGILFS_REQUIRES(writeback_mu_);
   Status StoreDirtyLocked(DirectRun* direct) SIGILFS_REQUIRES(writeback_mu_);
+  // StoreDirtyLocked's phases (page_layer.cc).
+  struct WriteBackBatch;
+  Result<bool> SnapshotDirtyLocked(DirectRun* direct, WriteBackBatch& batch)
+      SIGILFS_REQUIRES(writeback_mu_, mu_);
+  Status WriteNewHeader(const Key& key) SIGILFS_REQUIRES(writeback_mu_);
+  void UndoFailedWrite(const WriteBackBatch& batch, const DirectRun* direct,
+                       std::optional<uint64_t> last_begun) SIGILFS_REQUIRES(writeback_mu_);
+  void MarkStoredLocked(const WriteBackBatch& batch) SIGILFS_REQUIRES(writeback_mu_, mu_);
   // The write-back a write triggers runs as a job on a crypto worker while the writer goes on
   // (docs/design.md, "Write-back"). Starting one first finishes the one before and returns its
   // failure, as a write-back the write ran itself would have.
