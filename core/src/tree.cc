@@ -2,6 +2,7 @@
 #include "sigilfs/core/tree.h"
 
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -51,8 +52,13 @@ Result<std::unique_ptr<Tree>> Tree::Open(Volume& volume, TreeOptions options) {
 Result<std::unique_ptr<Tree>> Tree::Open(Volume& volume, std::unique_ptr<BackingDir> root,
                                          TreeOptions options) {
   // The root's IV is read now: a store that holds no vault tree is refused at once.
-  SIGILFS_RETURN_IF_ERROR(volume.ReadDirIv(*root).status().WithContext("vault root"));
-  return std::unique_ptr<Tree>(new Tree(volume, std::move(root), std::move(options)));
+  if (options.check_root_iv)
+    SIGILFS_RETURN_IF_ERROR(volume.ReadDirIv(*root).status().WithContext("vault root"));
+  std::unique_ptr<Tree> tree(new Tree(volume, std::move(root), std::move(options)));
+  if (auto key = volume.names().XattrStoredName(kAccessAcl); key.ok()) tree->access_acl_key_ = *key;
+  if (auto key = volume.names().XattrStoredName(kDefaultAcl); key.ok())
+    tree->default_acl_key_ = *key;
+  return tree;
 }
 
 Status Tree::Format(BackingDir& root) {
@@ -351,26 +357,40 @@ Status Tree::SetSize(const Dir& dir, std::string_view name, uint64_t size) {
   return file->Sync(false);
 }
 
-Status Tree::SealXattr(BackingDir& dir, std::string_view stored, std::string_view attr,
-                       ByteSpan value, int flags) {
+Result<std::string> Tree::XattrKey(std::string_view attr) const {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
-  SIGILFS_ASSIGN_OR_RETURN(std::string key, volume_.names().XattrStoredName(attr));
-  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
-                           volume_.names().SealXattr(key, attr, value));
-  return dir.SetXattr(stored, key, sealed, flags);
+  // The ACLs' keys are asked for on every create under a default ACL: made once.
+  if (attr == kAccessAcl && !access_acl_key_.empty()) return access_acl_key_;
+  if (attr == kDefaultAcl && !default_acl_key_.empty()) return default_acl_key_;
+  return volume_.names().XattrStoredName(attr);
 }
 
-Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view name,
-                                            std::string_view attr) {
-  SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
-  std::string stored;
-  if (!name.empty()) {
-    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
-  }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
-  if (S_ISLNK(st.st_mode)) return Errno(ENODATA, "extended attribute of a symlink");
-  SIGILFS_ASSIGN_OR_RETURN(std::string key, volume_.names().XattrStoredName(attr));
-  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, dir.backing().GetXattr(stored, key));
+namespace {
+
+// Where `op` is refused (EACCES) and the owner lacks permission bit `bit`, `op` runs again with
+// the bit lent: ext4 lets an owner read an ACL of a file it cannot read, where the cipher
+// object's `user.*` attribute needs that permission of a process that is not root.
+template <typename Op>
+auto WithOwnerBit(BackingDir& dir, const std::string& stored, mode_t bit, Op op) -> decltype(op()) {
+  auto first = op();
+  if (first.ok() || first.status().sys_errno() != EACCES || ::geteuid() == 0) return first;
+  auto st = dir.Stat(stored);
+  if (!st.ok() || (st->st_mode & bit) != 0) return first;
+  const mode_t mode = st->st_mode & 07777;
+  if (!dir.SetMode(stored, mode | bit).ok()) return first;
+  auto again = op();
+  (void)dir.SetMode(stored, mode);
+  return again;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> Tree::ReadXattr(BackingDir& dir, const std::string& stored,
+                                             std::string_view attr) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string key, XattrKey(attr));
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, WithOwnerBit(dir, stored, S_IRUSR, [&] {
+                             return dir.GetXattr(stored, key);
+                           }));
   SIGILFS_ASSIGN_OR_RETURN(NameCodec::Xattr x, volume_.names().OpenXattr(key, sealed));
   if (x.name != attr) {
     crypt::SecureWipe(x.value);
@@ -379,41 +399,27 @@ Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view nam
   return std::move(x.value);
 }
 
-Status Tree::SetXattr(const Dir& dir, std::string_view name, std::string_view attr, ByteSpan value,
-                      int flags) {
-  std::string stored;
-  if (!name.empty()) {
-    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
-  }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
-  if (S_ISLNK(st.st_mode)) return Errno(EPERM, "extended attribute on a symlink");
-  return SealXattr(dir.backing(), stored, attr, value, flags);
+Status Tree::WriteXattr(BackingDir& dir, const std::string& stored, std::string_view attr,
+                        ByteSpan value, int flags) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string key, XattrKey(attr));
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
+                           volume_.names().SealXattr(key, attr, value));
+  return dir.SetXattr(stored, key, sealed, flags);
 }
 
-Status Tree::RemoveXattr(const Dir& dir, std::string_view name, std::string_view attr) {
-  SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
-  std::string stored;
-  if (!name.empty()) {
-    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
-  }
-  SIGILFS_ASSIGN_OR_RETURN(std::string key, volume_.names().XattrStoredName(attr));
-  return dir.backing().RemoveXattr(stored, key);
+Status Tree::DeleteXattr(BackingDir& dir, const std::string& stored, std::string_view attr) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string key, XattrKey(attr));
+  return dir.RemoveXattr(stored, key);
 }
 
-Result<std::vector<std::string>> Tree::ListXattrs(
-    const Dir& dir, std::string_view name,
+Result<std::vector<std::string>> Tree::XattrNames(
+    BackingDir& dir, const std::string& stored,
     const std::function<void(const std::string&, const Status&)>& damaged) {
-  std::string stored;
-  if (!name.empty()) {
-    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
-  }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
-  if (S_ISLNK(st.st_mode)) return std::vector<std::string>{};
-  SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> keys, dir.backing().ListXattrs(stored));
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> keys, dir.ListXattrs(stored));
   std::vector<std::string> out;
   for (const std::string& key : keys) {
     if (!key.starts_with(NameCodec::kXattrPrefix)) continue;  // the vault's own (a dir's IV)
-    auto sealed = dir.backing().GetXattr(stored, key);
+    auto sealed = dir.GetXattr(stored, key);
     if (!sealed.ok() && sealed.status().sys_errno() == ENODATA) continue;  // removed meanwhile
     auto x = sealed.ok() ? volume_.names().OpenXattr(key, *sealed)
                          : Result<NameCodec::Xattr>(sealed.status());
@@ -426,6 +432,91 @@ Result<std::vector<std::string>> Tree::ListXattrs(
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// The entry forms: `name` of `dir` (an empty name: `dir` itself); a symlink has none.
+Result<std::string> Tree::XattrEntry(const Dir& dir, std::string_view name, bool* symlink) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
+  *symlink = S_ISLNK(st.st_mode);
+  return stored;
+}
+
+Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view name,
+                                            std::string_view attr) {
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
+  bool symlink = false;
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
+  if (symlink) return Errno(ENODATA, "extended attribute of a symlink");
+  return ReadXattr(dir.backing(), stored, attr);
+}
+
+Status Tree::SetXattr(const Dir& dir, std::string_view name, std::string_view attr, ByteSpan value,
+                      int flags) {
+  bool symlink = false;
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
+  if (symlink) return Errno(EPERM, "extended attribute on a symlink");
+  return WriteXattr(dir.backing(), stored, attr, value, flags);
+}
+
+Status Tree::RemoveXattr(const Dir& dir, std::string_view name, std::string_view attr) {
+  SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
+  bool symlink = false;
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
+  if (symlink) return Errno(ENODATA, "extended attribute of a symlink");
+  return DeleteXattr(dir.backing(), stored, attr);
+}
+
+Result<std::vector<std::string>> Tree::ListXattrs(
+    const Dir& dir, std::string_view name,
+    const std::function<void(const std::string&, const Status&)>& damaged) {
+  bool symlink = false;
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
+  if (symlink) return std::vector<std::string>{};
+  return XattrNames(dir.backing(), stored, damaged);
+}
+
+Result<std::vector<uint8_t>> Tree::GetXattr(BackingDir& object, std::string_view attr) {
+  return ReadXattr(object, "", attr);
+}
+
+Status Tree::SetXattr(BackingDir& object, std::string_view attr, ByteSpan value, int flags) {
+  return WriteXattr(object, "", attr, value, flags);
+}
+
+Status Tree::RemoveXattr(BackingDir& object, std::string_view attr) {
+  return DeleteXattr(object, "", attr);
+}
+
+Result<std::vector<std::string>> Tree::ListXattrs(
+    BackingDir& object, const std::function<void(const std::string&, const Status&)>& damaged) {
+  return XattrNames(object, "", damaged);
+}
+
+Status Tree::StoreAcl(BackingDir& object, std::string_view attr, const std::vector<uint8_t>* value,
+                      int flags, mode_t mode) {
+  if (attr != kAccessAcl && attr != kDefaultAcl) return Errno(EINVAL, "not a POSIX ACL attribute");
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, object.Stat(""));
+  const mode_t current = st.st_mode & 07777;
+  // The write bit lent, as ext4 lets an owner set an ACL on a file it cannot write.
+  const bool lend = ::geteuid() != 0 && (current & S_IWUSR) == 0;
+  if (lend) SIGILFS_RETURN_IF_ERROR(object.SetMode("", current | S_IWUSR));
+  Status s = Status::Ok();
+  if (value != nullptr) {
+    s = WriteXattr(object, "", attr, *value, flags);
+  } else if (Status removed = DeleteXattr(object, "", attr);
+             !removed.ok() && removed.sys_errno() != ENODATA) {
+    s = removed;
+  }
+  if (!s.ok()) {
+    if (lend) (void)object.SetMode("", current);
+    return s;
+  }
+  if (lend || current != (mode & 07777)) return object.SetMode("", mode & 07777);
+  return Status::Ok();
 }
 
 Result<struct statvfs> Tree::StatFs() { return root_->StatFs(); }
@@ -498,7 +589,7 @@ Status Tree::Staged::SetXattr(std::string_view attr, ByteSpan value) {
   if (temp_.empty()) return Errno(EINVAL, "staged entry already placed");
   auto st = dir_.backing().Stat(temp_);
   if (st.ok() && S_ISLNK(st->st_mode)) return Errno(EPERM, "extended attribute on a symlink");
-  return tree_.SealXattr(dir_.backing(), temp_, attr, value, 0);
+  return tree_.WriteXattr(dir_.backing(), temp_, attr, value, 0);
 }
 
 Status Tree::Staged::Finish() {

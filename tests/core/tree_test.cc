@@ -340,6 +340,36 @@ TEST_P(TreeTest, AttributesModesTimesAndSealedExtendedAttributes) {
   EXPECT_EQ(damaged + names->size(), 2u);
 }
 
+TEST_P(TreeTest, AnObjectHeldOpenHasItsOwnAttributesAndAnAclChangesWithItsMode) {
+  Write(*root_, "f", "data");
+  // A handle on the root directory itself, as a mount holds its nodes.
+  auto object = std::move(root_->backing().OpenDir("")).value();
+  ASSERT_TRUE(tree_->SetXattr(*root_, "f", "user.a", Bytes("1")).ok());
+  ASSERT_TRUE(tree_->SetXattr(*object, "user.dir", Bytes("2")).ok());  // the root itself
+  EXPECT_EQ(*tree_->ListXattrs(*object), std::vector<std::string>{"user.dir"});
+  auto v = tree_->GetXattr(*object, "user.dir");
+  EXPECT_EQ(std::string(v->begin(), v->end()), "2");
+  ASSERT_TRUE(tree_->RemoveXattr(*object, "user.dir").ok());
+  EXPECT_EQ(Err(tree_->RemoveXattr(*object, "user.dir")), ENODATA);
+
+  // An ACL stored with the mode it implies; removed, the mode still set; none to remove is no
+  // error.
+  const std::vector<uint8_t> acl = {
+      2, 0,    0,    0,    1,    0,    6,    0, 0xff, 0xff, 0xff, 0xff, 2,    0,    4,
+      0, 0x39, 0x30, 0,    0,    4,    0,    4, 0,    0xff, 0xff, 0xff, 0xff, 0x10, 0,
+      4, 0,    0xff, 0xff, 0xff, 0xff, 0x20, 0, 0,    0,    0xff, 0xff, 0xff, 0xff};
+  ASSERT_TRUE(tree_->StoreAcl(*object, "system.posix_acl_default", &acl, 0, 0750).ok());
+  EXPECT_EQ(tree_->Stat(*root_, "")->st_mode & 07777, 0750u);
+  EXPECT_EQ(*tree_->GetXattr(*object, "system.posix_acl_default"), acl);
+  EXPECT_EQ(*tree_->ListXattrs(*object), std::vector<std::string>{"system.posix_acl_default"});
+  ASSERT_TRUE(tree_->StoreAcl(*object, "system.posix_acl_default", nullptr, 0, 0755).ok());
+  EXPECT_EQ(tree_->Stat(*root_, "")->st_mode & 07777, 0755u);
+  EXPECT_EQ(Err(tree_->GetXattr(*object, "system.posix_acl_default").status()), ENODATA);
+  EXPECT_TRUE(tree_->StoreAcl(*object, "system.posix_acl_default", nullptr, 0, 0755).ok());
+  EXPECT_EQ(Err(tree_->StoreAcl(*object, "user.x", &acl, 0, 0755)), EINVAL);
+  EXPECT_EQ(*tree_->ListXattrs(*root_, "f"), std::vector<std::string>{"user.a"});
+}
+
 TEST_P(TreeTest, StagedEntriesAppearWholeOrNotAtAll) {
   const std::vector<std::string> empty = Stored();
   {

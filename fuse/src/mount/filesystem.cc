@@ -17,13 +17,15 @@
 #include <thread>
 #include <utility>
 
-#include "acl.h"
 #include "log.h"
+#include "sigilfs/core/acl.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/unique_fd.h"
 #include "sigilfs/crypt/random.h"
 
 namespace sigilfs::fuse {
+
+namespace acl = core::acl;
 namespace {
 
 using core::DirIv;
@@ -131,10 +133,13 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
   // handle from an earlier mount ESTALE (but for a one in 2^32 chance), not another file.
   crypt::RandomBytes(
       MutableByteSpan(reinterpret_cast<uint8_t*>(&next_generation_), sizeof next_generation_));
-  // Every create asks for its directory's default ACL: name its attribute once.
-  if (auto n = volume_->names().XattrStoredName(acl::kAccessName); n.ok()) stored_access_acl_ = *n;
-  if (auto n = volume_->names().XattrStoredName(acl::kDefaultName); n.ok())
-    stored_default_acl_ = *n;
+  // The namespace's storage rules (attributes, ACLs) are the library's. The root IV is not
+  // checked here: a mount starts on a damaged root, and each lookup reports the damage.
+  core::TreeOptions tree_options;
+  tree_options.check_root_iv = false;
+  tree_ = std::move(core::Tree::Open(*volume_, core::BorrowPosixBackingDir(volume_->root_fd()),
+                                     std::move(tree_options)))
+              .value();
 }
 
 Filesystem::~Filesystem() { FlushAll(); }
@@ -897,7 +902,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   Fd file(fd);
   if (created) {
     Status s = Chown(dirfd, stored, caller, at.dir);
-    if (s.ok()) s = FinishNew(ProcPath(fd), modes);
+    if (s.ok()) s = FinishNew(*core::BorrowPosixBackingDir(fd), modes);
     if (!s.ok()) {
       // Not half made: a file without its ACL could give a named user what the ACL denies.
       ::unlinkat(dirfd, stored.c_str(), 0);
@@ -1130,80 +1135,19 @@ const std::string kAccessAcl(acl::kAccessName), kDefaultAcl(acl::kDefaultName);
 
 }  // namespace
 
-Result<std::string> Filesystem::StoredXattrName(const std::string& name) const {
-  if (name == kAccessAcl && !stored_access_acl_.empty()) return stored_access_acl_;
-  if (name == kDefaultAcl && !stored_default_acl_.empty()) return stored_default_acl_;
-  return volume_->names().XattrStoredName(name);
-}
-
-Result<std::vector<uint8_t>> Filesystem::ReadXattr(const std::string& path,
+Result<std::vector<uint8_t>> Filesystem::ReadXattr(core::BackingDir& object,
                                                    const std::string& name) {
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredXattrName(name));
-  auto value = ReadXattrAs(path, stored);
-  // Reading a `user.*` attribute needs read permission on the cipher object unless the daemon
-  // is root, and an owner may take that away (chmod 000) yet chmod back, which reads the ACL:
-  // then the owner read bit is lent for the read, as StoreAcl lends the write bit. Only on
-  // refusal: every create reads its directory's default ACL.
-  struct stat st;
-  if (value.ok() || value.status().sys_errno() != EACCES || ::geteuid() == 0 ||
-      ::stat(path.c_str(), &st) != 0 || (st.st_mode & S_IRUSR) != 0 ||
-      ::chmod(path.c_str(), (st.st_mode & 07777) | S_IRUSR) != 0)
-    return value;
-  value = ReadXattrAs(path, stored);
-  (void)::chmod(path.c_str(), st.st_mode & 07777);
+  auto value = tree_->GetXattr(object, name);
+  if (!value.ok() &&
+      (value.status().code() == Code::kAuthFailed || value.status().code() == Code::kCorrupt))
+    Log("xattr %s: %s", name.c_str(), value.status().ToString().c_str());
   return value;
 }
 
-Result<std::vector<uint8_t>> Filesystem::ReadXattrAs(const std::string& path,
-                                                     const std::string& stored) {
-  std::vector<uint8_t> sealed;
-  for (;;) {  // the value may change size between the two calls
-    const ssize_t size = ::getxattr(path.c_str(), stored.c_str(), nullptr, 0);
-    if (size < 0) return Errno("getxattr");
-    sealed.resize(static_cast<size_t>(size));
-    const ssize_t got = ::getxattr(path.c_str(), stored.c_str(), sealed.data(), sealed.size());
-    if (got >= 0) {
-      sealed.resize(static_cast<size_t>(got));
-      break;
-    }
-    if (errno != ERANGE) return Errno("getxattr");
-  }
-  auto x = volume_->names().OpenXattr(stored, sealed);
-  if (!x.ok()) {
-    Log("xattr %s: %s", stored.c_str(), x.status().ToString().c_str());
-    return x.status();
-  }
-  return std::move(x->value);
-}
-
-Status Filesystem::StoreAcl(const std::string& path, const std::string& name,
-                            const std::vector<uint8_t>* value, int flags, mode_t mode) {
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredXattrName(name));
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Errno("stat");
-  const mode_t current = st.st_mode & 07777;
-  // ext4 lets the owner set an ACL on a file it cannot write; `user.*` attributes of the cipher
-  // file need write permission unless the daemon is root.
-  const bool lend = ::geteuid() != 0 && (current & S_IWUSR) == 0;
-  if (lend && ::chmod(path.c_str(), current | S_IWUSR) != 0) return Errno("chmod");
-  Status s = Status::Ok();
-  if (value != nullptr) {
-    auto sealed = volume_->names().SealXattr(stored, name, *value);
-    if (!sealed.ok()) {
-      s = sealed.status();
-    } else if (::setxattr(path.c_str(), stored.c_str(), sealed->data(), sealed->size(), flags) !=
-               0) {
-      s = Errno("setxattr");
-    }
-  } else if (::removexattr(path.c_str(), stored.c_str()) != 0 && errno != ENODATA) {
-    s = Errno("removexattr");
-  }
-  if (!s.ok()) {
-    if (lend) (void)::chmod(path.c_str(), current);
-    return s;
-  }
-  if ((lend || current != mode) && ::chmod(path.c_str(), mode) != 0) return Errno("chmod");
-  return Status::Ok();
+Result<std::unique_ptr<core::BackingDir>> Filesystem::ObjectOf(const Inode& inode,
+                                                               struct stat* st) const {
+  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, st));
+  return core::NewPosixBackingDir(raw);
 }
 
 Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
@@ -1212,15 +1156,13 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   if (!parsed.ok()) return parsed.status();
   ReaderLock tree(tree_mu_);
   struct stat st;
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
-  Fd fd(raw);
-  const std::string path = ProcPath(fd.get());
+  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode, &st));
   const mode_t current = st.st_mode & 07777;
   const std::vector<uint8_t> bytes = acl::Serialize(*parsed);
   if (name == kDefaultAcl) {
     // Only directories have one (the kernel refuses the others before asking, as ext4 does).
     if (!S_ISDIR(st.st_mode)) return Status::FromErrno(EACCES, "default ACL on a non-directory");
-    return StoreAcl(path, name, &bytes, flags, current);
+    return tree_->StoreAcl(*object, name, &bytes, flags, current);
   }
   // FUSE leaves posix_acl_update_mode to the server: the mode follows the ACL, an ACL the mode
   // says in full is not stored, and set-group-ID goes unless the caller is in the file's group.
@@ -1233,17 +1175,15 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
         mode, equivalent ? 1 : 0);
   if (!acls()) {
     if (!equivalent) return Status::FromErrno(EOPNOTSUPP, "ACLs are off (-o acl)");
-    if (mode != current && ::chmod(path.c_str(), mode) != 0) return Errno("chmod");
-    return Status::Ok();
+    return mode != current ? object->SetMode("", mode) : Status::Ok();
   }
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
     // The backing filesystem keeps no `user.*` attributes on special files: only what the mode
     // can say is possible there.
     if (!equivalent) return Status::FromErrno(EOPNOTSUPP, "ACL on a special file");
-    if (mode != current && ::chmod(path.c_str(), mode) != 0) return Errno("chmod");
-    return Status::Ok();
+    return mode != current ? object->SetMode("", mode) : Status::Ok();
   }
-  return StoreAcl(path, name, equivalent ? nullptr : &bytes, flags, mode);
+  return tree_->StoreAcl(*object, name, equivalent ? nullptr : &bytes, flags, mode);
 }
 
 Result<Filesystem::NewModes> Filesystem::ModesForNew(int parent_dirfd, mode_t type, mode_t mode,
@@ -1253,7 +1193,7 @@ Result<Filesystem::NewModes> Filesystem::ModesForNew(int parent_dirfd, mode_t ty
   if (acls()) {
     // With POSIX ACLs the kernel neither applies the umask nor inherits default ACLs for FUSE:
     // posix_acl_create is the daemon's.
-    auto inherited = ReadXattr(ProcPath(parent_dirfd), kDefaultAcl);
+    auto inherited = ReadXattr(*core::BorrowPosixBackingDir(parent_dirfd), kDefaultAcl);
     if (inherited.ok()) {
       auto parsed = acl::Parse(*inherited);
       if (!parsed.ok()) {
@@ -1272,18 +1212,17 @@ Result<Filesystem::NewModes> Filesystem::ModesForNew(int parent_dirfd, mode_t ty
   return out;
 }
 
-Status Filesystem::FinishNew(const std::string& path, const NewModes& modes) {
+Status Filesystem::FinishNew(core::BackingDir& object, const NewModes& modes) {
   // The access ACL first: until it is stored the entry has its owner's bits only.
   if (!modes.access_acl.empty())
-    SIGILFS_RETURN_IF_ERROR(StoreAcl(path, kAccessAcl, &modes.access_acl, 0, modes.mode));
+    SIGILFS_RETURN_IF_ERROR(tree_->StoreAcl(object, kAccessAcl, &modes.access_acl, 0, modes.mode));
   if (!modes.default_acl.empty())
-    SIGILFS_RETURN_IF_ERROR(StoreAcl(path, kDefaultAcl, &modes.default_acl, 0, modes.mode));
+    SIGILFS_RETURN_IF_ERROR(
+        tree_->StoreAcl(object, kDefaultAcl, &modes.default_acl, 0, modes.mode));
   // The daemon's own umask applied to the cipher object too, and a chown by root clears
   // set-ID bits: the mode asked for wins.
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Errno("stat");
-  if ((st.st_mode & 07777) != modes.mode && ::chmod(path.c_str(), modes.mode) != 0)
-    return Errno("chmod");
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, object.Stat(""));
+  if ((st.st_mode & 07777) != modes.mode) return object.SetMode("", modes.mode);
   return Status::Ok();
 }
 
@@ -1299,68 +1238,31 @@ Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan va
     return SetAcl(inode, name, value, flags, caller);
   }
   if (S_ISLNK(inode.type)) return Status::FromErrno(EPERM, "setxattr on a symlink");
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
-  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
-                           volume_->names().SealXattr(stored, name, value));
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
-  if (::setxattr(ProcPath(fd.get()).c_str(), stored.c_str(), sealed.data(), sealed.size(), flags) !=
-      0)
-    return Errno("setxattr");
-  return Status::Ok();
+  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  return tree_->SetXattr(*object, name, value, flags);
 }
 
 Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::string& name) {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
-  return ReadXattr(ProcPath(fd.get()), name);
+  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  return ReadXattr(*object, name);
 }
 
 Result<std::string> Filesystem::DoListxattr(Inode& inode) {
   if (S_ISLNK(inode.type)) return std::string();
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
-  const std::string path = ProcPath(fd.get());
-  std::string names;
-  for (;;) {
-    const ssize_t size = ::listxattr(path.c_str(), nullptr, 0);
-    if (size < 0) return Errno("listxattr");
-    names.resize(static_cast<size_t>(size));
-    const ssize_t got = ::listxattr(path.c_str(), names.data(), names.size());
-    if (got >= 0) {
-      names.resize(static_cast<size_t>(got));
-      break;
-    }
-    if (errno != ERANGE) return Errno("listxattr");
-  }
+  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  SIGILFS_ASSIGN_OR_RETURN(
+      std::vector<std::string> names,
+      tree_->ListXattrs(*object, [](const std::string& stored, const Status& s) {
+        Log("xattr %s: %s (not listed)", stored.c_str(), s.ToString().c_str());
+      }));
   std::string out;
-  for (size_t at = 0; at < names.size();) {
-    const std::string stored = names.c_str() + at;
-    at += stored.size() + 1;
-    if (stored.compare(0, core::NameCodec::kXattrPrefix.size(), core::NameCodec::kXattrPrefix) != 0)
-      continue;  // the backing filesystem's own (security.*, ...): not the vault's
-    std::vector<uint8_t> sealed(4096);
-    ssize_t got = ::getxattr(path.c_str(), stored.c_str(), sealed.data(), sealed.size());
-    if (got < 0 && errno == ERANGE) {
-      const ssize_t size = ::getxattr(path.c_str(), stored.c_str(), nullptr, 0);
-      if (size > 0) {
-        sealed.resize(static_cast<size_t>(size));
-        got = ::getxattr(path.c_str(), stored.c_str(), sealed.data(), sealed.size());
-      }
-    }
-    if (got < 0) continue;  // removed meanwhile
-    sealed.resize(static_cast<size_t>(got));
-    auto x = volume_->names().OpenXattr(stored, sealed);
-    if (!x.ok()) {
-      Log("xattr %s: %s (not listed)", stored.c_str(), x.status().ToString().c_str());
-      continue;
-    }
-    out += x->name;
+  for (const std::string& n : names) {
+    out += n;
     out.push_back('\0');
   }
   return out;
@@ -1377,17 +1279,13 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
     // As on ext4, removing an ACL that is not there is no error (and changes no mode).
     ReaderLock tree(tree_mu_);
     struct stat st;
-    SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
-    Fd fd(raw);
+    SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode, &st));
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return Status::Ok();  // never stored
-    return StoreAcl(ProcPath(fd.get()), name, nullptr, 0, st.st_mode & 07777);
+    return tree_->StoreAcl(*object, name, nullptr, 0, st.st_mode & 07777);
   }
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, volume_->names().XattrStoredName(name));
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
-  if (::removexattr(ProcPath(fd.get()).c_str(), stored.c_str()) != 0) return Errno("removexattr");
-  return Status::Ok();
+  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  return tree_->RemoveXattr(*object, name);
 }
 
 Result<core::verity::Digest> Filesystem::DoEnableVerity(Inode& inode, ByteSpan salt) {
@@ -1442,24 +1340,26 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
   }
   if ((to_set & (kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime)) != 0) {
     ReaderLock tree(tree_mu_);
-    // Through /proc/self/fd of an O_PATH descriptor: works for unlinked open files too.
-    int raw = -1;
+    // The object itself (an unlinked open file too): its open descriptor, or one of its own.
+    std::unique_ptr<core::BackingDir> object;
     {
       MutexLock lock(inode.mu);
-      if (inode.stat_fd >= 0) raw = ::dup(inode.stat_fd);
+      if (inode.stat_fd >= 0) {
+        const int raw = ::fcntl(inode.stat_fd, F_DUPFD_CLOEXEC, 0);
+        if (raw < 0) return Errno("dup");
+        object = core::NewPosixBackingDir(raw);
+      }
     }
-    if (raw < 0) {
-      SIGILFS_ASSIGN_OR_RETURN(raw, OpenInode(inode, O_PATH));
+    if (!object) {
+      SIGILFS_ASSIGN_OR_RETURN(object, ObjectOf(inode));
     }
-    Fd fd(raw);
     if ((to_set & kSetMode) != 0 && !S_ISLNK(inode.type)) {
-      const std::string path = ProcPath(fd.get());
       const mode_t mode = attr.st_mode & 07777;
       // The kernel leaves a FUSE server's ACLs alone on chmod (posix_acl_chmod is the
       // server's): the owner, group-class (mask) and other entries follow the new mode.
       std::vector<uint8_t> rewritten;
       if (acls() && (S_ISREG(inode.type) || S_ISDIR(inode.type))) {
-        auto value = ReadXattr(path, kAccessAcl);
+        auto value = ReadXattr(*object, kAccessAcl);
         if (value.ok()) {
           auto parsed = acl::Parse(*value);
           if (!parsed.ok()) return Status(Code::kCorrupt, "stored access ACL");
@@ -1471,16 +1371,16 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
         }
       }
       if (!rewritten.empty()) {
-        SIGILFS_RETURN_IF_ERROR(StoreAcl(path, kAccessAcl, &rewritten, 0, mode));
-      } else if (::chmod(path.c_str(), mode) != 0) {
-        return Errno("chmod");
+        SIGILFS_RETURN_IF_ERROR(tree_->StoreAcl(*object, kAccessAcl, &rewritten, 0, mode));
+      } else {
+        SIGILFS_RETURN_IF_ERROR(object->SetMode("", mode));
       }
     }
-    if ((to_set & (kSetUid | kSetGid)) != 0 &&
-        ::fchownat(fd.get(), "", (to_set & kSetUid) ? attr.st_uid : static_cast<uid_t>(-1),
-                   (to_set & kSetGid) ? attr.st_gid : static_cast<gid_t>(-1),
-                   AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
-      return Errno("chown");
+    if ((to_set & (kSetUid | kSetGid)) != 0) {
+      SIGILFS_RETURN_IF_ERROR(
+          object->SetOwner("", (to_set & kSetUid) ? attr.st_uid : static_cast<uid_t>(-1),
+                           (to_set & kSetGid) ? attr.st_gid : static_cast<gid_t>(-1)));
+    }
     if ((to_set & (kSetAtime | kSetMtime)) != 0) {
       struct timespec ts[2];
       ts[0] = (to_set & kSetAtime) ? attr.st_atim : timespec{0, UTIME_OMIT};
@@ -1504,11 +1404,9 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
           where = inode.names.front();
         }
         SIGILFS_ASSIGN_OR_RETURN(int dir_raw, OpenInode(*where.parent, O_PATH | O_DIRECTORY));
-        Fd dir(dir_raw);
-        if (::utimensat(dir.get(), where.stored.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0)
-          return Errno("utimens");
-      } else if (::utimensat(AT_FDCWD, ProcPath(fd.get()).c_str(), ts, 0) != 0) {
-        return Errno("utimens");
+        SIGILFS_RETURN_IF_ERROR(core::NewPosixBackingDir(dir_raw)->SetTimes(where.stored, ts));
+      } else {
+        SIGILFS_RETURN_IF_ERROR(object->SetTimes("", ts));
       }
     }
   }
@@ -1550,8 +1448,7 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   Status s = Chown(at.dirfd, at.stored, caller, at.dir);
   if (s.ok()) {
     const int raw = ::openat(at.dirfd, at.stored.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    s = raw < 0 ? Errno("mknod") : FinishNew(ProcPath(raw), modes);
-    if (raw >= 0) ::close(raw);
+    s = raw < 0 ? Errno("mknod") : FinishNew(*core::NewPosixBackingDir(raw), modes);
   }
   if (!s.ok()) {
     ::unlinkat(at.dirfd, at.stored.c_str(), 0);
@@ -1575,8 +1472,7 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   if (s.ok()) {
     const int raw =
         ::openat(at.dirfd, at.stored.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    s = raw < 0 ? Errno("mkdir") : FinishNew(ProcPath(raw), modes);
-    if (raw >= 0) ::close(raw);
+    s = raw < 0 ? Errno("mkdir") : FinishNew(*core::NewPosixBackingDir(raw), modes);
   }
   if (!s.ok()) {
     // Not half made: without its default ACL, entries made in it would get the umask instead.

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sigilfs/core/tree.h"
 #include "sigilfs/core/verity.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/mutex.h"
@@ -362,18 +363,16 @@ class Filesystem {
   };
   Result<NewModes> ModesForNew(int parent_dirfd, mode_t type, mode_t mode, const Caller& caller)
       SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // Stores a new entry's inherited ACLs and then gives it its final mode.
-  Status FinishNew(const std::string& path, const NewModes& modes);
-  Result<std::string> StoredXattrName(const std::string& name) const;
-  // The plaintext value of an extended attribute of the object at `path` (ENODATA if none).
-  Result<std::vector<uint8_t>> ReadXattr(const std::string& path, const std::string& name);
-  // The plaintext value of the attribute stored as `stored` (ReadXattr without the lending).
-  Result<std::vector<uint8_t>> ReadXattrAs(const std::string& path, const std::string& stored);
-  // Stores (or with no value, removes; a missing one is no error) a POSIX ACL at `path` and then
-  // sets the permission bits to `mode`. A daemon that is not root needs write permission on a
-  // cipher object to change its `user.*` attributes: the owner write bit is lent meanwhile.
-  Status StoreAcl(const std::string& path, const std::string& name,
-                  const std::vector<uint8_t>* value, int flags, mode_t mode);
+  // Stores a new entry's inherited ACLs and then gives it its final mode (`object`: a handle
+  // on the new entry).
+  Status FinishNew(core::BackingDir& object, const NewModes& modes);
+  // The plaintext value of an extended attribute of `object` (ENODATA if none); one that does
+  // not open is logged.
+  Result<std::vector<uint8_t>> ReadXattr(core::BackingDir& object, const std::string& name);
+  // A handle on the backing object of `inode` (OpenInode), for the library's calls on it.
+  Result<std::unique_ptr<core::BackingDir>> ObjectOf(const Inode& inode,
+                                                     struct stat* st = nullptr) const
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                 const Caller& caller);
   // The lock order is tree_mu_, table_mu_ or an inode's mu, name_mu.
@@ -400,6 +399,7 @@ class Filesystem {
   Inode::TableState& TableOf(Inode& node) SIGILFS_REQUIRES(table_mu_) { return node.table_; }
 
   std::unique_ptr<core::Volume> volume_;
+  std::unique_ptr<core::Tree> tree_;  // over volume_'s cipher directory
   MountOptions options_;
   std::shared_ptr<Inode> root_;
 
@@ -432,7 +432,6 @@ class Filesystem {
   Mutex atime_mu_;                            // one thread probes at a time
   std::atomic<std::chrono::steady_clock::rep> atime_checked_ns_{0};
   std::atomic<bool> noatime_{false}, nodiratime_{false};
-  std::string stored_access_acl_, stored_default_acl_;  // stored names of the ACL attributes
 };
 
 }  // namespace sigilfs::fuse

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "acl.h"
+#include "sigilfs/core/acl.h"
 #include "device_io.h"
 #include "filesystem.h"
 #include "log.h"
@@ -23,6 +23,8 @@
 #include "sigilfs/fuse/errno_map.h"
 
 namespace sigilfs::fuse {
+
+namespace acl = core::acl;
 namespace {
 
 static_assert(kSetMode == FUSE_SET_ATTR_MODE && kSetUid == FUSE_SET_ATTR_UID &&

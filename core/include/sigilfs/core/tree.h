@@ -27,6 +27,9 @@ struct TreeOptions {
   // file) belong to, when not the caller: a root process writing a user's vault leaves it
   // mountable by that user. Unset: whoever makes them.
   std::optional<std::pair<uid_t, gid_t>> vault_files_owner;
+  // Open refuses a store whose root has no readable IV. A mount starts all the same (each name
+  // then fails with the damage), so it opens without the check.
+  bool check_root_iv = true;
 };
 
 // Entry names are plaintext: one component, never empty, "." or "..", without '/' or NUL
@@ -176,6 +179,22 @@ class Tree {
       const Dir& dir, std::string_view name,
       const std::function<void(const std::string& stored, const Status&)>& damaged = {});
 
+  // The same on an object the caller holds open (`object`: a handle on any kind of object,
+  // BackingDir::OpenObject), its own attributes: how a mount reaches its nodes. A symlink is the
+  // caller's to refuse.
+  Result<std::vector<uint8_t>> GetXattr(BackingDir& object, std::string_view attr);
+  Status SetXattr(BackingDir& object, std::string_view attr, ByteSpan value, int flags = 0);
+  Status RemoveXattr(BackingDir& object, std::string_view attr);
+  Result<std::vector<std::string>> ListXattrs(
+      BackingDir& object,
+      const std::function<void(const std::string& stored, const Status&)>& damaged = {});
+  // A POSIX ACL (`attr`: system.posix_acl_access or system.posix_acl_default, the kernel's
+  // value form) stored on `object`, or removed (`value` null; none there is no error), and then
+  // the object's permission bits set to `mode`: an ACL and the mode it implies change together.
+  // The policy (which mode an ACL implies, sigilfs/core/acl.h) is the caller's.
+  Status StoreAcl(BackingDir& object, std::string_view attr, const std::vector<uint8_t>* value,
+                  int flags, mode_t mode);
+
   Result<struct statvfs> StatFs();
 
   // Entries made in steps (import, restore): a regular file, a symlink, a node, or another
@@ -200,12 +219,22 @@ class Tree {
   Status RemoveEmptyDir(const Dir& dir, const std::string& stored);
   Result<std::unique_ptr<Staged>> Stage(const Dir& dir,
                                         const std::function<Status(const std::string&)>& make);
-  Status SealXattr(BackingDir& dir, std::string_view stored, std::string_view attr, ByteSpan value,
-                   int flags);
+  // Extended attributes of entry `stored` of `dir` (empty: `dir` itself).
+  Result<std::string> XattrKey(std::string_view attr) const;
+  Result<std::string> XattrEntry(const Dir& dir, std::string_view name, bool* symlink);
+  Result<std::vector<uint8_t>> ReadXattr(BackingDir& dir, const std::string& stored,
+                                         std::string_view attr);
+  Status WriteXattr(BackingDir& dir, const std::string& stored, std::string_view attr,
+                    ByteSpan value, int flags);
+  Status DeleteXattr(BackingDir& dir, const std::string& stored, std::string_view attr);
+  Result<std::vector<std::string>> XattrNames(
+      BackingDir& dir, const std::string& stored,
+      const std::function<void(const std::string&, const Status&)>& damaged);
 
   Volume& volume_;
   std::unique_ptr<BackingDir> root_;
   const TreeOptions options_;
+  std::string access_acl_key_, default_acl_key_;  // the ACLs' stored attribute names
 };
 
 }  // namespace sigilfs::core

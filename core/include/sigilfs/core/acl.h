@@ -12,7 +12,7 @@
 #include "sigilfs/crypt/bytes.h"
 #include "sigilfs/status.h"
 
-namespace sigilfs::fuse::acl {
+namespace sigilfs::core::acl {
 
 inline constexpr std::string_view kAccessName = "system.posix_acl_access";
 inline constexpr std::string_view kDefaultName = "system.posix_acl_default";
@@ -210,4 +210,4 @@ inline mode_t OwningGroupPerms(const Acl& acl) {
   return group & mask;
 }
 
-}  // namespace sigilfs::fuse::acl
+}  // namespace sigilfs::core::acl
