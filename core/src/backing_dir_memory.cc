@@ -412,10 +412,7 @@ class MemoryBackingDir final : public BackingDir {
   Result<Node*> Entry(Store& s, std::string_view name, std::string_view what)
       SIGILFS_REQUIRES(s.mu) {
     Node& self = s.nodes.at(ino_);
-    if (name.empty()) {
-      if (self.st.st_nlink == 0) return Fail(ENOENT, what, ".");
-      return &self;
-    }
+    if (name.empty()) return &self;  // removed too: its own calls still work, as on a descriptor
     Node* n = s.Find(ino_, name);
     if (n == nullptr) return Fail(ENOENT, what, name);
     return n;

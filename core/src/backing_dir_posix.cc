@@ -35,8 +35,8 @@ class PosixBackingDir final : public BackingDir {
     const std::string n(name);
     if (::fstatat(fd_, n.c_str(), &st, AT_SYMLINK_NOFOLLOW | (n.empty() ? AT_EMPTY_PATH : 0)) != 0)
       return Errno("stat", name);
-    // A removed directory still stats, with no link: it is gone all the same.
-    if (n.empty() && st.st_nlink == 0) return Status::FromErrno(ENOENT, "stat .");
+    // A removed object still stats, with no link, as fstat tells: a mount's node of a removed
+    // file or directory the kernel still holds answers with its attributes.
     return st;
   }
 

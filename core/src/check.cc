@@ -62,7 +62,7 @@ class Checker {
 
   void CheckEntry(const Tree::Dir& dir, const std::string& name) {
     const std::string path = Join(dir.path(), name);
-    auto st = tree_.Stat(dir, name);
+    auto st = tree_.StatStored(dir, name);
     if (!st.ok()) {
       Problem(path, st.status());
       return;

@@ -118,7 +118,7 @@ class Comparer {
     ++entries_;
     auto p = plain_dir.Stat(name);
     if (!p.ok()) return p.status().WithContext(shown);
-    auto c = tree_.Stat(vault_dir, name);
+    auto c = tree_.StatStored(vault_dir, name);
     if (!c.ok()) return c.status();
     SIGILFS_RETURN_IF_ERROR(Attributes(path, *p, *c));
     // Recorded as first looked at: a change made while (or after) it is compared shows later.
@@ -140,7 +140,7 @@ class Comparer {
       auto want = plain_dir.ReadSymlink(name);
       if (!want.ok()) return want.status().WithContext(shown);
       auto have = tree_.ReadLink(vault_dir, name);
-      if (!have.ok()) return have.status().WithContext("symlink target");
+      if (!have.ok()) return have.status().WithContext(path + ": symlink target");
       return *have == *want ? Status::Ok() : Differ(path, "symlink targets");
     }
     if (S_ISREG(p->st_mode)) return Contents(path, shown, plain_dir, vault_dir, name, *p, *c);
@@ -188,7 +188,7 @@ Result<uint64_t> CompareWithPlain(
     const std::function<void(const std::string&, const struct stat&)>& seen) {
   auto p = plain.Stat("");
   if (!p.ok()) return p.status().WithContext(shown);
-  SIGILFS_ASSIGN_OR_RETURN(struct stat c, tree.Stat(vault, ""));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat c, tree.StatStored(vault, ""));
   Comparer comparer(tree, seen);
   SIGILFS_RETURN_IF_ERROR(Comparer::Attributes(vault.path(), *p, c));
   SIGILFS_RETURN_IF_ERROR(comparer.Xattrs(vault.path(), shown, plain, vault, ""));

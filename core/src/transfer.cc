@@ -105,7 +105,7 @@ class Exporter {
   Status Entry(const std::string& path, const Tree::Dir& src, std::string_view name,
                BackingDir& dst, const std::vector<std::string>& place, std::string_view to_name,
                const std::string& dest) {
-    auto stat = tree_.Stat(src, name);
+    auto stat = tree_.StatStored(src, name);
     if (!stat.ok()) {
       Problem(path, stat.status());
       return Status::Ok();
@@ -114,8 +114,12 @@ class Exporter {
     if (S_ISDIR(st.st_mode)) {
       auto dir = tree_.OpenDir(src, name);
       if (!dir.ok()) {
+        // Without its IV no name in it can be read: the directory is still made, with its
+        // attributes, and reported.
         Problem(path, dir.status());
-        return Status::Ok();
+        SIGILFS_ASSIGN_OR_RETURN(auto out, MakeDir(dst, to_name, dest));
+        SIGILFS_RETURN_IF_ERROR(Xattrs(path, src, name, *out, "", dest));
+        return About(dest, SetPlainMetadata(*out, "", st, options_.owner));
       }
       return Directory(path, **dir, st, dst, place, to_name, dest);
     }
@@ -142,9 +146,9 @@ class Exporter {
   }
 
   // A directory (already open as `src`, with stat `st`): made or, with `replace`, reused.
-  Status Directory(const std::string& path, const Tree::Dir& src, const struct stat& st,
-                   BackingDir& dst, const std::vector<std::string>& place, std::string_view to_name,
-                   const std::string& dest) {
+  // Plain directory `to_name` of `dst`: made or, with `replace`, reused.
+  Result<std::unique_ptr<BackingDir>> MakeDir(BackingDir& dst, std::string_view to_name,
+                                              const std::string& dest) {
     if (Status made = dst.MakeDir(to_name, 0700); !made.ok()) {
       if (made.code() != Code::kExists) return About(dest, made);
       if (!options_.replace) return Exists(dest);
@@ -154,7 +158,14 @@ class Exporter {
     }
     auto opened = dst.OpenDir(to_name);
     if (!opened.ok()) return About(dest, opened.status());
-    BackingDir& out = **opened;
+    return opened;
+  }
+
+  Status Directory(const std::string& path, const Tree::Dir& src, const struct stat& st,
+                   BackingDir& dst, const std::vector<std::string>& place, std::string_view to_name,
+                   const std::string& dest) {
+    SIGILFS_ASSIGN_OR_RETURN(auto opened, MakeDir(dst, to_name, dest));
+    BackingDir& out = *opened;
     std::vector<std::string> inner = place;
     inner.emplace_back(to_name);
     std::vector<DirEntry> entries;
@@ -343,7 +354,7 @@ class Importer {
     auto looked = src.Stat(name);
     if (!looked.ok()) return About(shown, looked.status());
     const struct stat st = *looked;
-    auto existing = tree_.Stat(to, to_name);
+    auto existing = tree_.StatStored(to, to_name);
     if (!existing.ok() && existing.status().code() != Code::kNotFound)
       return About(path, existing.status());
     const bool exists = existing.ok();

@@ -24,6 +24,14 @@ Status Errno(int err, std::string_view what) { return Status::FromErrno(err, std
 
 bool IsDir(const struct stat& st) { return S_ISDIR(st.st_mode); }
 
+// A hidden name for an entry in the making or on its way out: it has a '.', which no stored
+// name has, so no listing shows it.
+std::string TempName(std::string_view prefix) {
+  std::array<uint8_t, 8> rnd;
+  crypt::RandomBytes(rnd);
+  return std::string(prefix) + crypt::HexEncode(rnd);
+}
+
 std::string PathOf(const Tree::Dir& dir, std::string_view name) {
   if (name.empty()) return dir.path();
   return dir.path() == "." ? std::string(name) : dir.path() + "/" + std::string(name);
@@ -138,22 +146,48 @@ Result<std::string> Tree::Stored(const Dir& dir, std::string_view name) const {
   return volume_.StoredName(dir.iv(), name);
 }
 
-Result<std::string> Tree::Prepare(const Dir& dir, std::string_view name) {
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+Status Tree::PrepareLocked(const Dir& dir, std::string_view name, const std::string& stored) {
   SIGILFS_RETURN_IF_ERROR(volume_.PrepareName(dir.backing(), dir.iv(), name));
   if (NameCodec::IsLongName(stored)) OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
-  return stored;
+  return Status::Ok();
 }
 
-void Tree::Unprepare(const Dir& dir, const std::string& stored) {
+void Tree::UnprepareLocked(const Dir& dir, const std::string& stored) {
   // The side file is the name's, not the failed call's: another entry may hold the name.
   auto st = dir.backing().Stat(stored);
   if (!st.ok() && st.status().code() == Code::kNotFound) volume_.ReleaseName(dir.backing(), stored);
 }
 
+Tree::LongNameLock::LongNameLock(Tree& tree, const std::string& a, const std::string& b) {
+  auto stripe = [&](const std::string& stored) -> Mutex* {
+    if (!NameCodec::IsLongName(stored)) return nullptr;
+    return &tree.long_name_mu_[std::hash<std::string>{}(stored) % tree.long_name_mu_.size()];
+  };
+  first_ = stripe(a);
+  second_ = stripe(b);
+  if (first_ == second_) second_ = nullptr;
+  if (first_ == nullptr) std::swap(first_, second_);
+  if (second_ != nullptr && second_ < first_) std::swap(first_, second_);  // one order for all
+  if (first_ != nullptr) first_->Lock();
+  if (second_ != nullptr) second_->Lock();
+}
+
+Tree::LongNameLock::~LongNameLock() {
+  if (second_ != nullptr) second_->Unlock();
+  if (first_ != nullptr) first_->Unlock();
+}
+
 void Tree::OwnVaultFile(BackingDir& dir, const std::string& file) {
   if (options_.vault_files_owner)
     (void)dir.SetOwner(file, options_.vault_files_owner->first, options_.vault_files_owner->second);
+}
+
+Result<struct stat> Tree::StatStored(const Dir& dir, std::string_view name) {
+  std::string stored;
+  if (!name.empty()) {
+    SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
+  }
+  return Lstat(dir, name, stored);
 }
 
 Result<struct stat> Tree::Stat(const Dir& dir, std::string_view name) {
@@ -183,9 +217,10 @@ Status Tree::ListSorted(const Dir& dir, std::vector<DirEntry>& out,
 }
 
 Status Tree::MakeDir(const Dir& dir, std::string_view name, mode_t mode) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  LongNameLock lock(*this, stored);
   SIGILFS_RETURN_IF_ERROR(volume_.MakeDirectory(dir.backing(), dir.iv(), name, mode));
   if (options_.vault_files_owner) {
-    SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
     if (NameCodec::IsLongName(stored)) OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
     if (auto sub = dir.backing().OpenDir(stored); sub.ok()) OwnVaultFile(**sub, kDirIvFileName);
   }
@@ -196,21 +231,25 @@ Status Tree::MakeNode(const Dir& dir, std::string_view name, mode_t mode, dev_t 
   const mode_t type = mode & S_IFMT;
   if (type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
     return Errno(EINVAL, "mknod of a regular file, directory or symlink");
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Prepare(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  LongNameLock lock(*this, stored);
+  SIGILFS_RETURN_IF_ERROR(PrepareLocked(dir, name, stored));
   Status s = dir.backing().MakeNode(stored, mode, rdev);
-  if (!s.ok()) Unprepare(dir, stored);
-  return s;
+  if (!s.ok()) UnprepareLocked(dir, stored);
+  return s.ok() ? s : Named(s, dir, name);
 }
 
 Status Tree::MakeSymlink(const Dir& dir, std::string_view name, std::string_view target) {
-  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_.EncryptSymlinkTarget(*root_, target));
-  auto stored = Prepare(dir, name);
-  Status s = stored.ok() ? dir.backing().MakeSymlink(*stored, sealed) : stored.status();
-  if (!s.ok()) {
-    volume_.ReleaseSymlinkTarget(*root_, sealed);
-    if (stored.ok()) Unprepare(dir, *stored);
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, SealTarget(target));
+  LongNameLock lock(*this, stored);
+  Status s = PrepareLocked(dir, name, stored);
+  if (s.ok()) {
+    s = dir.backing().MakeSymlink(stored, sealed);
+    if (!s.ok()) UnprepareLocked(dir, stored);
   }
-  return s;
+  if (!s.ok()) volume_.ReleaseSymlinkTarget(*root_, sealed);
+  return s.ok() ? s : Named(s, dir, name);
 }
 
 Result<std::string> Tree::ReadLink(const Dir& dir, std::string_view name) {
@@ -224,10 +263,12 @@ Status Tree::Link(const Dir& dir, std::string_view name, const Dir& to, std::str
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (IsDir(st)) return Errno(EPERM, "hard link to a directory");
-  SIGILFS_ASSIGN_OR_RETURN(std::string new_stored, Prepare(to, to_name));
+  SIGILFS_ASSIGN_OR_RETURN(std::string new_stored, Stored(to, to_name));
+  LongNameLock lock(*this, new_stored);
+  SIGILFS_RETURN_IF_ERROR(PrepareLocked(to, to_name, new_stored));
   Status s = dir.backing().Link(stored, to.backing(), new_stored);
-  if (!s.ok()) Unprepare(to, new_stored);
-  return s;
+  if (!s.ok()) UnprepareLocked(to, new_stored);
+  return s.ok() ? s : Named(s, to, to_name);
 }
 
 Status Tree::Unlink(const Dir& dir, std::string_view name) {
@@ -235,26 +276,32 @@ Status Tree::Unlink(const Dir& dir, std::string_view name) {
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (IsDir(st)) return Errno(EISDIR, "unlink of a directory");
   const std::string target = volume_.TargetToRelease(dir.backing(), stored, st);
-  SIGILFS_RETURN_IF_ERROR(dir.backing().Unlink(stored));
+  LongNameLock lock(*this, stored);
+  if (Status s = dir.backing().Unlink(stored); !s.ok()) return Named(s, dir, name);
   volume_.ReleaseName(dir.backing(), stored);
   volume_.ReleaseSymlinkTarget(*root_, target);
   return Status::Ok();
 }
 
-Status Tree::RemoveEmptyDir(const Dir& dir, const std::string& stored) {
-  SIGILFS_ASSIGN_OR_RETURN(auto sub, dir.backing().OpenDir(stored));
+Status Tree::CheckEmptyDir(BackingDir& sub) {
   // The cipher directory still holds its IV file: empty is nothing else.
   bool empty = true;
-  SIGILFS_RETURN_IF_ERROR(sub->List(0, [&](const BackingEntry& e) {
+  SIGILFS_RETURN_IF_ERROR(sub.List(0, [&](const BackingEntry& e) {
     empty = e.name == kDirIvFileName;
     return empty;
   }));
-  if (!empty) return Errno(ENOTEMPTY, "rmdir");
-  auto iv = volume_.ReadDirIv(*sub);
+  return empty ? Status::Ok() : Errno(ENOTEMPTY, "rmdir");
+}
+
+Status Tree::RemoveEmptyDir(const Dir& dir, const std::string& stored) {
+  SIGILFS_ASSIGN_OR_RETURN(auto sub, dir.backing().OpenDir(stored));
+  SIGILFS_RETURN_IF_ERROR(CheckEmptyDir(*sub));
+  // Read first: the IV file goes only if it can be put back, should the rmdir then fail.
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, volume_.ReadDirIv(*sub));
   if (Status s = sub->Unlink(kDirIvFileName); !s.ok() && s.code() != Code::kNotFound) return s;
   Status s = dir.backing().RemoveDir(stored);
   // Entries made meanwhile, or a failing store: the IV goes back so the directory stays usable.
-  if (!s.ok() && iv.ok()) (void)volume_.RestoreDirIvFile(*sub, *iv);
+  if (!s.ok()) (void)volume_.RestoreDirIvFile(*sub, iv);
   return s;
 }
 
@@ -262,7 +309,8 @@ Status Tree::RemoveDir(const Dir& dir, std::string_view name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (!IsDir(st)) return Errno(ENOTDIR, "rmdir of a non-directory");
-  SIGILFS_RETURN_IF_ERROR(RemoveEmptyDir(dir, stored));
+  LongNameLock lock(*this, stored);
+  if (Status s = RemoveEmptyDir(dir, stored); !s.ok()) return Named(s, dir, name);
   volume_.ReleaseName(dir.backing(), stored);
   return Status::Ok();
 }
@@ -274,13 +322,16 @@ Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::s
     return Errno(EINVAL, "rename flags");
   SIGILFS_ASSIGN_OR_RETURN(std::string from, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(std::string dest, Stored(to, to_name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat src, dir.backing().Stat(from));
+  LongNameLock names(*this, from, dest);
+  SIGILFS_ASSIGN_OR_RETURN(struct stat src, Lstat(dir, name, from));
   auto existing = to.backing().Stat(dest);
-  if (!existing.ok() && existing.status().code() != Code::kNotFound) return existing.status();
+  if (!existing.ok() && existing.status().code() != Code::kNotFound)
+    return Named(existing.status(), to, to_name);
   if ((flags & BackingDir::kExchange) != 0) {
-    if (!existing.ok()) return existing.status();
+    if (!existing.ok()) return Named(existing.status(), to, to_name);
     // Side files of long names belong to the names, which stay where they are.
-    return dir.backing().Rename(from, to.backing(), dest, BackingDir::kExchange);
+    Status s = dir.backing().Rename(from, to.backing(), dest, BackingDir::kExchange);
+    return s.ok() ? s : Named(s, dir, name);
   }
   if (existing.ok()) {
     const struct stat& dst = *existing;
@@ -289,17 +340,29 @@ Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::s
     if (IsDir(src) && !IsDir(dst)) return Errno(ENOTDIR, "rename");
     if (!IsDir(src) && IsDir(dst)) return Errno(EISDIR, "rename");
   }
-  SIGILFS_RETURN_IF_ERROR(volume_.PrepareName(to.backing(), to.iv(), to_name));
+  SIGILFS_RETURN_IF_ERROR(PrepareLocked(to, to_name, dest));
   std::string replaced_target;
+  std::string aside;  // an empty directory replaced, until the rename has taken its place
   if (existing.ok()) {
     replaced_target = volume_.TargetToRelease(to.backing(), dest, *existing);
-    // An "empty" cipher directory still holds its IV file: it is removed first.
-    if (IsDir(*existing)) SIGILFS_RETURN_IF_ERROR(RemoveEmptyDir(to, dest));
+    if (IsDir(*existing)) {
+      // An "empty" cipher directory still holds its IV file, so the store would refuse to
+      // replace it: it goes aside under a hidden name, comes back if the rename fails, and is
+      // removed once it succeeded. A failed rename leaves the tree as it was.
+      SIGILFS_ASSIGN_OR_RETURN(auto sub, to.backing().OpenDir(dest));
+      SIGILFS_RETURN_IF_ERROR(CheckEmptyDir(*sub));
+      aside = TempName(".sigilfs.rmdir.");
+      SIGILFS_RETURN_IF_ERROR(
+          to.backing().Rename(dest, to.backing(), aside, BackingDir::kNoReplace));
+    }
   }
   if (Status s = dir.backing().Rename(from, to.backing(), dest, flags); !s.ok()) {
-    if (!existing.ok()) Unprepare(to, dest);
-    return s;
+    if (!aside.empty())
+      (void)to.backing().Rename(aside, to.backing(), dest, BackingDir::kNoReplace);
+    if (!existing.ok()) UnprepareLocked(to, dest);
+    return Named(s, dir, name);
   }
+  if (!aside.empty()) (void)RemoveEmptyDir(to, aside);  // best effort: a leftover is hidden
   volume_.ReleaseSymlinkTarget(*root_, replaced_target);
   if (&dir.backing() != &to.backing() || from != dest) volume_.ReleaseName(dir.backing(), from);
   return Status::Ok();
@@ -307,15 +370,22 @@ Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::s
 
 Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, std::string_view name,
                                                        mode_t mode, bool exclusive) {
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Prepare(dir, name));
-  // Cipher files are always opened for reading too: partial writes read the old page.
-  auto file = dir.backing().OpenFile(
-      stored, {.write = true, .create = true, .exclusive = exclusive, .mode = mode & 07777});
-  if (!file.ok()) {
-    Unprepare(dir, stored);
-    return file.status();
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
+  std::unique_ptr<BackingFile> opened;
+  {
+    LongNameLock lock(*this, stored);
+    SIGILFS_RETURN_IF_ERROR(PrepareLocked(dir, name, stored));
+    // Cipher files are always opened for reading too: partial writes read the old page.
+    auto file = dir.backing().OpenFile(
+        stored, {.write = true, .create = true, .exclusive = exclusive, .mode = mode & 07777});
+    if (!file.ok()) {
+      UnprepareLocked(dir, stored);
+      return Named(file.status(), dir, name);
+    }
+    opened = std::move(file).value();
   }
-  return volume_.pages().Open(std::move(file).value(), PathOf(dir, name));
+  auto file = std::move(opened);
+  return volume_.pages().Open(std::move(file), PathOf(dir, name));
 }
 
 Result<std::unique_ptr<FileContents>> Tree::OpenFile(const Dir& dir, std::string_view name,
@@ -386,11 +456,11 @@ auto WithOwnerBit(BackingDir& dir, const std::string& stored, mode_t bit, Op op)
 }  // namespace
 
 Result<std::vector<uint8_t>> Tree::ReadXattr(BackingDir& dir, const std::string& stored,
-                                             std::string_view attr) {
+                                             std::string_view attr, bool lend) {
   SIGILFS_ASSIGN_OR_RETURN(std::string key, XattrKey(attr));
-  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, WithOwnerBit(dir, stored, S_IRUSR, [&] {
-                             return dir.GetXattr(stored, key);
-                           }));
+  auto get = [&] { return dir.GetXattr(stored, key); };
+  SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed,
+                           lend ? WithOwnerBit(dir, stored, S_IRUSR, get) : get());
   SIGILFS_ASSIGN_OR_RETURN(NameCodec::Xattr x, volume_.names().OpenXattr(key, sealed));
   if (x.name != attr) {
     crypt::SecureWipe(x.value);
@@ -451,7 +521,7 @@ Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view nam
   bool symlink = false;
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
   if (symlink) return Errno(ENODATA, "extended attribute of a symlink");
-  return ReadXattr(dir.backing(), stored, attr);
+  return ReadXattr(dir.backing(), stored, attr, /*lend=*/false);
 }
 
 Status Tree::SetXattr(const Dir& dir, std::string_view name, std::string_view attr, ByteSpan value,
@@ -480,7 +550,7 @@ Result<std::vector<std::string>> Tree::ListXattrs(
 }
 
 Result<std::vector<uint8_t>> Tree::GetXattr(BackingDir& object, std::string_view attr) {
-  return ReadXattr(object, "", attr);
+  return ReadXattr(object, "", attr, /*lend=*/true);
 }
 
 Status Tree::SetXattr(BackingDir& object, std::string_view attr, ByteSpan value, int flags) {
@@ -526,11 +596,19 @@ Result<struct statvfs> Tree::StatFs() { return root_->StatFs(); }
 
 Result<std::unique_ptr<Tree::Staged>> Tree::Stage(
     const Dir& dir, const std::function<Status(const std::string&)>& make) {
-  std::array<uint8_t, 8> rnd;
-  crypt::RandomBytes(rnd);
-  std::string temp = std::string(kStagePrefix) + crypt::HexEncode(rnd);
+  // The staged entry keeps its directory open itself: it may outlive the caller's handle.
+  SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<Dir> own, OpenDir(dir, ""));
+  std::string temp = TempName(kStagePrefix);
   SIGILFS_RETURN_IF_ERROR(make(temp));
-  return std::unique_ptr<Staged>(new Staged(*this, dir, std::move(temp)));
+  return std::unique_ptr<Staged>(new Staged(*this, std::move(own), std::move(temp)));
+}
+
+Result<std::string> Tree::SealTarget(std::string_view target) {
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_.EncryptSymlinkTarget(*root_, target));
+  // A long target's side file is named by the sealed text, which then starts as no inline one
+  // can (docs/format.md, "Symlinks").
+  if (sealed.starts_with("sigilfs.target.")) OwnVaultFile(*root_, sealed);
+  return sealed;
 }
 
 Result<std::unique_ptr<Tree::Staged>> Tree::StageFile(const Dir& dir) {
@@ -548,7 +626,7 @@ Result<std::unique_ptr<Tree::Staged>> Tree::StageFile(const Dir& dir) {
 }
 
 Result<std::unique_ptr<Tree::Staged>> Tree::StageSymlink(const Dir& dir, std::string_view target) {
-  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_.EncryptSymlinkTarget(*root_, target));
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, SealTarget(target));
   auto staged =
       Stage(dir, [&](const std::string& temp) { return dir.backing().MakeSymlink(temp, sealed); });
   if (!staged.ok()) {
@@ -581,15 +659,15 @@ Result<std::unique_ptr<Tree::Staged>> Tree::StageLink(const Dir& from, std::stri
 Tree::Staged::~Staged() {
   contents_.reset();
   if (temp_.empty()) return;
-  (void)dir_.backing().Unlink(temp_);
+  (void)dir_->backing().Unlink(temp_);
   tree_.volume_.ReleaseSymlinkTarget(*tree_.root_, own_target_);
 }
 
 Status Tree::Staged::SetXattr(std::string_view attr, ByteSpan value) {
   if (temp_.empty()) return Errno(EINVAL, "staged entry already placed");
-  auto st = dir_.backing().Stat(temp_);
+  auto st = dir_->backing().Stat(temp_);
   if (st.ok() && S_ISLNK(st->st_mode)) return Errno(EPERM, "extended attribute on a symlink");
-  return tree_.WriteXattr(dir_.backing(), temp_, attr, value, 0);
+  return tree_.WriteXattr(dir_->backing(), temp_, attr, value, 0);
 }
 
 Status Tree::Staged::Finish() {
@@ -598,7 +676,7 @@ Status Tree::Staged::Finish() {
     SIGILFS_RETURN_IF_ERROR(contents_->Sync(false));
     contents_.reset();
   }
-  BackingDir& dir = dir_.backing();
+  BackingDir& dir = dir_->backing();
   if (owner_) SIGILFS_RETURN_IF_ERROR(dir.SetOwner(temp_, owner_->first, owner_->second));
   if (mode_) {
     SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.Stat(temp_));
@@ -616,8 +694,9 @@ Status Tree::Staged::Place(std::string_view name, bool replace) {
   if (temp_.empty()) return Errno(EINVAL, "staged entry already placed");
   SIGILFS_RETURN_IF_ERROR(Finish());
   Tree& tree = tree_;
-  BackingDir& dir = dir_.backing();
-  SIGILFS_ASSIGN_OR_RETURN(std::string stored, tree.Stored(dir_, name));
+  BackingDir& dir = dir_->backing();
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, tree.Stored(*dir_, name));
+  LongNameLock lock(tree, stored);
   std::string replaced_target;
   auto existing = dir.Stat(stored);
   if (existing.ok()) {
@@ -625,16 +704,16 @@ Status Tree::Staged::Place(std::string_view name, bool replace) {
     if (IsDir(*existing)) return Status(Code::kExists, "exists and is a directory", EEXIST);
     replaced_target = tree.volume_.TargetToRelease(dir, stored, *existing);
   } else if (existing.status().code() != Code::kNotFound) {
-    return existing.status();
+    return Named(existing.status(), *dir_, name);
   }
-  SIGILFS_RETURN_IF_ERROR(tree.Prepare(dir_, name).status());
+  SIGILFS_RETURN_IF_ERROR(tree.PrepareLocked(*dir_, name, stored));
   Status s = dir.Rename(temp_, dir, stored, replace ? 0u : unsigned{BackingDir::kNoReplace});
   if (!s.ok() && s.sys_errno() == EINVAL && !replace)  // no RENAME_NOREPLACE: a link refuses too
     s = dir.Link(temp_, dir, stored);
   if (!s.ok()) {
-    if (!existing.ok()) tree.Unprepare(dir_, stored);
+    if (!existing.ok()) tree.UnprepareLocked(*dir_, stored);
     if (s.sys_errno() == EEXIST) return Status(Code::kExists, "exists", EEXIST);
-    return s;
+    return Named(s, *dir_, name);
   }
   // Gone after a rename, but left by a link, or by a rename onto another name of its inode.
   (void)dir.Unlink(temp_);

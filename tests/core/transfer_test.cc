@@ -271,6 +271,26 @@ TEST_P(TransferTest, TheComparisonFindsEveryKindOfDifference) {
   EXPECT_EQ(CompareWithPlain(*tree_, *root_, *plain_, "plain").status().code(), Code::kCorrupt);
 }
 
+TEST_P(TransferTest, ADirectoryWhoseIvIsLostIsStillMadeWithItsAttributesAndReported) {
+  MakePlainTree();
+  ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
+  auto docs = std::move(tree_->OpenDir(*root_, "docs")).value();
+  ASSERT_TRUE(docs->backing().Unlink(kDirIvFileName).ok());
+  (void)docs->backing().RemoveXattr("", kDirIvAttrName);
+  auto exported = ExportAll(*out_, "copy");
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(*exported, 1u);
+  ASSERT_EQ(problems_.size(), 1u);
+  EXPECT_EQ(problems_[0].rfind("docs: ", 0), 0u) << problems_[0];
+  auto copy = std::move(out_->OpenDir("copy")).value();
+  auto st = copy->Stat("docs");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->st_mode & 07777, 0750u);
+  // The vault's times (the removal above moved its mtime), as for any directory exported.
+  EXPECT_EQ(st->st_mtim.tv_sec, tree_->StatStored(*root_, "docs")->st_mtim.tv_sec);
+  EXPECT_EQ(*copy->ListXattrs("docs"), std::vector<std::string>{"user.dir"});
+}
+
 SIGILFS_INSTANTIATE_FOR_STORES(TransferTest);
 
 }  // namespace

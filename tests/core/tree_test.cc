@@ -7,9 +7,13 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sigilfs/crypt/random.h"
@@ -237,6 +241,125 @@ TEST_P(TreeTest, RenamesReplaceRefuseAndExchangeAsRenameDoes) {
   for (const std::string& s : before) EXPECT_EQ(s.find(".name"), std::string::npos) << s;
 }
 
+TEST_P(TreeTest, ARenameThatFailsOverAnEmptyDirectoryLeavesItWithItsIv) {
+  ASSERT_TRUE(tree_->MakeDir(*root_, "d", 0700).ok());
+  auto d = std::move(tree_->OpenDir(*root_, "d")).value();
+  ASSERT_TRUE(tree_->MakeDir(*d, "sub", 0700).ok());
+  const std::vector<std::string> before = Stored();
+  // A directory cannot go below itself: the store refuses, and the empty target it was to
+  // replace stays, IV and all.
+  EXPECT_EQ(Err(tree_->Rename(*root_, "d", *d, "sub")), EINVAL);
+  EXPECT_EQ(Stored(), before);
+  auto sub = tree_->Walk("d/sub");
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  Write(**sub, "still", "usable");
+  EXPECT_EQ(Read(**sub, "still"), "usable");
+}
+
+// A store that runs a hook when an entry is unlinked, between the unlink and its return: the
+// moment another thread's call on the same name could come between a removal and its cleanup.
+class HookedDir final : public BackingDir {
+ public:
+  HookedDir(std::unique_ptr<BackingDir> inner, std::function<void(std::string_view)>* hook)
+      : inner_(std::move(inner)), hook_(hook) {}
+  static BackingDir& Inner(BackingDir& d) {
+    auto* h = dynamic_cast<HookedDir*>(&d);
+    return h != nullptr ? *h->inner_ : d;
+  }
+  Result<struct stat> Stat(std::string_view n) override { return inner_->Stat(n); }
+  Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view n) override {
+    SIGILFS_ASSIGN_OR_RETURN(auto d, inner_->OpenDir(n));
+    return std::unique_ptr<BackingDir>(new HookedDir(std::move(d), hook_));
+  }
+  Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view n,
+                                                const FileOpenMode& how) override {
+    return inner_->OpenFile(n, how);
+  }
+  Status MakeDir(std::string_view n, mode_t m) override { return inner_->MakeDir(n, m); }
+  Status MakeNode(std::string_view n, mode_t m, dev_t r) override {
+    return inner_->MakeNode(n, m, r);
+  }
+  Status MakeSymlink(std::string_view n, std::string_view t) override {
+    return inner_->MakeSymlink(n, t);
+  }
+  Result<std::string> ReadSymlink(std::string_view n) override { return inner_->ReadSymlink(n); }
+  Status Link(std::string_view n, BackingDir& to, std::string_view tn) override {
+    return inner_->Link(n, Inner(to), tn);
+  }
+  Status Unlink(std::string_view n) override {
+    Status s = inner_->Unlink(n);
+    if (s.ok() && *hook_) (*hook_)(n);
+    return s;
+  }
+  Status RemoveDir(std::string_view n) override { return inner_->RemoveDir(n); }
+  Status Rename(std::string_view n, BackingDir& to, std::string_view tn, unsigned f) override {
+    return inner_->Rename(n, Inner(to), tn, f);
+  }
+  Status List(uint64_t from, const std::function<bool(const BackingEntry&)>& emit) override {
+    return inner_->List(from, emit);
+  }
+  Status SetMode(std::string_view n, mode_t m) override { return inner_->SetMode(n, m); }
+  Status SetOwner(std::string_view n, uid_t u, gid_t g) override {
+    return inner_->SetOwner(n, u, g);
+  }
+  Status SetTimes(std::string_view n, const struct timespec t[2]) override {
+    return inner_->SetTimes(n, t);
+  }
+  Result<std::vector<uint8_t>> GetXattr(std::string_view n, std::string_view a) override {
+    return inner_->GetXattr(n, a);
+  }
+  Status SetXattr(std::string_view n, std::string_view a, ByteSpan v, int f) override {
+    return inner_->SetXattr(n, a, v, f);
+  }
+  Status RemoveXattr(std::string_view n, std::string_view a) override {
+    return inner_->RemoveXattr(n, a);
+  }
+  Result<std::vector<std::string>> ListXattrs(std::string_view n) override {
+    return inner_->ListXattrs(n);
+  }
+  Result<struct statvfs> StatFs() override { return inner_->StatFs(); }
+  Status Sync() override { return inner_->Sync(); }
+
+ private:
+  std::unique_ptr<BackingDir> inner_;
+  std::function<void(std::string_view)>* hook_;
+};
+
+TEST_P(TreeTest, ACreateOfALongNameBesideItsRemovalKeepsItsSideFile) {
+  std::function<void(std::string_view)> hook;
+  auto store = test::NewStore(GetParam(), temp_.path() / "hooked");
+  ASSERT_TRUE(Tree::Format(*store).ok());
+  auto tree =
+      std::move(Tree::Open(*volume_, std::make_unique<HookedDir>(std::move(store), &hook))).value();
+  auto root = std::move(tree->Root()).value();
+  const std::string long_name(230, 'r');
+  ASSERT_TRUE(tree->CreateFile(*root, long_name, 0600).ok());
+  // When the removal has unlinked the entry, another thread makes it again and is given up to
+  // a quarter of a second: the removal must not then take the side file the new entry uses.
+  bool fired = false;  // the hook runs on the removing thread only
+  std::thread creator;
+  hook = [&](std::string_view name) {
+    if (fired || !NameCodec::IsLongName(name)) return;
+    fired = true;
+    creator = std::thread([&] { (void)tree->CreateFile(*root, long_name, 0600); });
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+    while (std::chrono::steady_clock::now() < deadline && !tree->StatStored(*root, long_name).ok())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  ASSERT_TRUE(tree->Unlink(*root, long_name).ok());
+  ASSERT_TRUE(fired);
+  creator.join();  // blocked behind the removal until it was done, with a correct tree
+  std::set<std::string> damaged;
+  std::vector<DirEntry> list;
+  ASSERT_TRUE(
+      tree->ListSorted(*root, list,
+                       [&](const std::string& stored, const Status&) { damaged.insert(stored); })
+          .ok());
+  EXPECT_TRUE(damaged.empty());
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].name, long_name);
+}
+
 TEST_P(TreeTest, HardLinksShareContentsAndOutliveEachOtherName) {
   Write(*root_, "first", "shared");
   ASSERT_TRUE(tree_->MakeDir(*root_, "sub", 0700).ok());
@@ -403,6 +526,12 @@ TEST_P(TreeTest, StagedEntriesAppearWholeOrNotAtAll) {
     ASSERT_TRUE(tree_->RemoveDir(*root_, "dir").ok());
   }
   EXPECT_EQ(Stored(), one);
+  {  // A staged entry keeps its directory open: the caller's handle may go first.
+    auto staged =
+        std::move(tree_->StageNode(*std::move(tree_->Walk("")).value(), S_IFIFO | 0600, 0)).value();
+    ASSERT_TRUE(staged->Place("fifo", /*replace=*/false).ok());
+    ASSERT_TRUE(tree_->Unlink(*root_, "fifo").ok());
+  }
   {  // Replacing: a reader sees the old entry or the new one.
     auto staged = std::move(tree_->StageLink(*root_, "doc", *root_)).value();
     ASSERT_TRUE(staged->Place(std::string(250, 'n'), /*replace=*/false).ok());

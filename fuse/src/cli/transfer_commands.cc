@@ -182,7 +182,8 @@ int RunExport(const TransferOptions& o) {
     return code.ok() ? *code : Fail(code.status());
   }
   if (!name.empty()) {
-    if (auto st = (*tree)->Stat(**dir, name); !st.ok() && st.status().code() == Code::kNotFound)
+    if (auto st = (*tree)->StatStored(**dir, name);
+        !st.ok() && st.status().code() == Code::kNotFound)
       return Fail(st.status().WithContext(path));
   }
   core::ExportOptions options{.replace = o.force, .owner = Owner(o), .problem = PrintProblem};
@@ -232,7 +233,7 @@ int RunImport(const TransferOptions& o) {
     auto at = (*tree)->Walk(JoinParts(*parts, parts->size() - 1));
     if (!at.ok()) return Fail(at.status());
     parent_dir = std::move(at).value();
-    auto existing = (*tree)->Stat(*parent_dir, parts->back());
+    auto existing = (*tree)->StatStored(*parent_dir, parts->back());
     if (existing.ok() && S_ISDIR(existing->st_mode)) {
       auto sub = (*tree)->OpenDir(*parent_dir, parts->back());
       if (!sub.ok()) return Fail(sub.status());

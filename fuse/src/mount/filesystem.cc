@@ -1138,9 +1138,10 @@ const std::string kAccessAcl(acl::kAccessName), kDefaultAcl(acl::kDefaultName);
 Result<std::vector<uint8_t>> Filesystem::ReadXattr(core::BackingDir& object,
                                                    const std::string& name) {
   auto value = tree_->GetXattr(object, name);
+  // Logged without the attribute's name, which is the user's (the log is not encrypted).
   if (!value.ok() &&
       (value.status().code() == Code::kAuthFailed || value.status().code() == Code::kCorrupt))
-    Log("xattr %s: %s", name.c_str(), value.status().ToString().c_str());
+    Log("extended attribute: %s", value.status().ToString().c_str());
   return value;
 }
 
@@ -1345,9 +1346,9 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
     {
       MutexLock lock(inode.mu);
       if (inode.stat_fd >= 0) {
-        const int raw = ::fcntl(inode.stat_fd, F_DUPFD_CLOEXEC, 0);
-        if (raw < 0) return Errno("dup");
-        object = core::NewPosixBackingDir(raw);
+        // Out of descriptors: reached by its names instead, below.
+        if (const int raw = ::fcntl(inode.stat_fd, F_DUPFD_CLOEXEC, 0); raw >= 0)
+          object = core::NewPosixBackingDir(raw);
       }
     }
     if (!object) {

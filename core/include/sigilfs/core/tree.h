@@ -18,6 +18,7 @@
 #include "sigilfs/core/backing_dir.h"
 #include "sigilfs/core/page_layer.h"
 #include "sigilfs/core/volume.h"
+#include "sigilfs/mutex.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
@@ -83,11 +84,12 @@ class Tree {
 
    private:
     friend class Tree;
-    Staged(Tree& tree, const Dir& dir, std::string temp) : tree_(tree), dir_(dir), temp_(temp) {}
+    Staged(Tree& tree, std::unique_ptr<Dir> dir, std::string temp)
+        : tree_(tree), dir_(std::move(dir)), temp_(std::move(temp)) {}
     Status Finish();
     Tree& tree_;
-    const Dir& dir_;
-    std::string temp_;  // empty once placed
+    std::unique_ptr<Dir> dir_;  // its own handle on the directory
+    std::string temp_;          // empty once placed
     std::unique_ptr<FileContents> contents_;
     std::string own_target_;  // a symlink's long target side file, released if never placed
     std::optional<std::pair<uid_t, gid_t>> owner_;
@@ -127,6 +129,10 @@ class Tree {
   // Attributes as the vault's user sees them: the backing entry's (lstat), a regular file's
   // size its plaintext size.
   Result<struct stat> Stat(const Dir& dir, std::string_view name);
+  // The entry's attributes as stored: kind, identity, links, mode, owner, times, device (a
+  // file's size is its cipher file's). What a walk needs, without opening a file: a damaged
+  // sealed file still has them.
+  Result<struct stat> StatStored(const Dir& dir, std::string_view name);
   // The entries of `dir` after cursor `from` (0: the start; DirEntry::next_offset resumes
   // after an entry), never "." and "..", in an order that stays put while entries come and go.
   // Names that do not decrypt are skipped and passed to `damaged` (if given).
@@ -179,9 +185,10 @@ class Tree {
       const Dir& dir, std::string_view name,
       const std::function<void(const std::string& stored, const Status&)>& damaged = {});
 
-  // The same on an object the caller holds open (`object`: a handle on any kind of object,
-  // BackingDir::OpenObject), its own attributes: how a mount reaches its nodes. A symlink is the
-  // caller's to refuse.
+  // The same on an object the caller holds open (`object`: a handle on the object itself, its
+  // calls taking the empty name), its own attributes: how a mount reaches its nodes. A symlink
+  // is the caller's to refuse. A read the store refuses (EACCES) to an owner without read
+  // permission is tried again with the bit lent, as ext4 lets an owner read its ACLs.
   Result<std::vector<uint8_t>> GetXattr(BackingDir& object, std::string_view attr);
   Status SetXattr(BackingDir& object, std::string_view attr, ByteSpan value, int flags = 0);
   Status RemoveXattr(BackingDir& object, std::string_view attr);
@@ -209,12 +216,30 @@ class Tree {
       : volume_(volume), root_(std::move(root)), options_(std::move(options)) {}
 
   Result<std::string> Stored(const Dir& dir, std::string_view name) const;
+  // A long name's side file is made before its entry and removed after it: a create and a
+  // removal of one long name must not interleave, or the removal takes the side file the new
+  // entry needs. These locks (by the stored name's hash; none for a short name) keep them apart.
+  class LongNameLock {
+   public:
+    LongNameLock(Tree& tree, const std::string& a,
+                 const std::string& b = {}) SIGILFS_NO_THREAD_SAFETY_ANALYSIS;
+    ~LongNameLock() SIGILFS_NO_THREAD_SAFETY_ANALYSIS;
+    LongNameLock(const LongNameLock&) = delete;
+    LongNameLock& operator=(const LongNameLock&) = delete;
+
+   private:
+    Mutex* first_ = nullptr;
+    Mutex* second_ = nullptr;
+  };
+  // Under the name's LongNameLock: its side file written before the entry is made, or, after
+  // a failed create, removed unless an entry holds the name.
+  Status PrepareLocked(const Dir& dir, std::string_view name, const std::string& stored);
+  void UnprepareLocked(const Dir& dir, const std::string& stored);
+  // A symlink target sealed, a long one's side file written (and owned as vault files are).
+  Result<std::string> SealTarget(std::string_view target);
+  static Status CheckEmptyDir(BackingDir& sub);
   // lstat of `stored`, the entry `name` of `dir`, its errors told by the entry's vault path.
   Result<struct stat> Lstat(const Dir& dir, std::string_view name, const std::string& stored);
-  // The stored name for an entry about to be made: its long name's side file written.
-  Result<std::string> Prepare(const Dir& dir, std::string_view name);
-  // After a failed create of `stored`: its side file goes, unless the name is someone's.
-  void Unprepare(const Dir& dir, const std::string& stored);
   void OwnVaultFile(BackingDir& dir, const std::string& file);
   Status RemoveEmptyDir(const Dir& dir, const std::string& stored);
   Result<std::unique_ptr<Staged>> Stage(const Dir& dir,
@@ -222,8 +247,10 @@ class Tree {
   // Extended attributes of entry `stored` of `dir` (empty: `dir` itself).
   Result<std::string> XattrKey(std::string_view attr) const;
   Result<std::string> XattrEntry(const Dir& dir, std::string_view name, bool* symlink);
+  // `lend`: where the owner lacks read permission, lend it for the read (the mount's: ext4
+  // lets an owner read its ACLs whatever the mode).
   Result<std::vector<uint8_t>> ReadXattr(BackingDir& dir, const std::string& stored,
-                                         std::string_view attr);
+                                         std::string_view attr, bool lend);
   Status WriteXattr(BackingDir& dir, const std::string& stored, std::string_view attr,
                     ByteSpan value, int flags);
   Status DeleteXattr(BackingDir& dir, const std::string& stored, std::string_view attr);
@@ -235,6 +262,7 @@ class Tree {
   std::unique_ptr<BackingDir> root_;
   const TreeOptions options_;
   std::string access_acl_key_, default_acl_key_;  // the ACLs' stored attribute names
+  std::array<Mutex, 32> long_name_mu_;
 };
 
 }  // namespace sigilfs::core
