@@ -325,7 +325,7 @@ class HookedDir final : public BackingDir {
   std::function<void(std::string_view)>* hook_;
 };
 
-TEST_P(TreeTest, ACreateOfALongNameBesideItsRemovalKeepsItsSideFile) {
+TEST_P(TreeTest, ARaceOfACreateAndARemovalOfOneLongNameKeepsItsSideFile) {
   std::function<void(std::string_view)> hook;
   auto store = test::NewStore(GetParam(), temp_.path() / "hooked");
   ASSERT_TRUE(Tree::Format(*store).ok());
