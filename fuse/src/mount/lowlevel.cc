@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "sigilfs/core/acl.h"
 #include "device_io.h"
 #include "filesystem.h"
 #include "log.h"
+#include "sigilfs/core/acl.h"
 #include "sigilfs/core/source.h"
 #include "sigilfs/fuse/errno_map.h"
 
