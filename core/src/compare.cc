@@ -107,8 +107,11 @@ class Comparer {
         return Status(Code::kCorrupt,
                       Join(path, name) + ": in the vault but not in the plain tree");
     }
-    for (const std::string& name : *names)
-      SIGILFS_RETURN_IF_ERROR(Entry(Join(path, name), shown + "/" + name, plain, vault, name));
+    for (const std::string& name : *names) {
+      std::string child = shown;
+      child.append("/").append(name);
+      SIGILFS_RETURN_IF_ERROR(Entry(Join(path, name), child, plain, vault, name));
+    }
     return Status::Ok();
   }
 

@@ -38,7 +38,7 @@ std::string Join(const std::string& dir, std::string_view name) {
 Status Exists(const std::string& path) { return Status(Code::kExists, path, EEXIST); }
 
 // `s` about `shown`: the path first, the store's own words after it.
-Status About(const std::string& shown, Status s) { return s.WithContext(shown); }
+Status About(const std::string& shown, const Status& s) { return s.WithContext(shown); }
 
 // A plain entry made under a temporary name in `dir`, removed again unless it was placed.
 class PlainTemp {

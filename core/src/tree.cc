@@ -124,15 +124,7 @@ Result<struct stat> Tree::Lstat(const Dir& dir, std::string_view name, const std
 
 Result<Tree::Located> Tree::Locate(std::string_view path) {
   // Trailing "/" and "/." name the same entry ("a/b/", "a/.").
-  for (;;) {
-    if (path.ends_with('/')) {
-      path.remove_suffix(1);
-    } else if (path == "." || path.ends_with("/.")) {
-      path.remove_suffix(1);
-    } else {
-      break;
-    }
-  }
+  while (path.ends_with('/') || path == "." || path.ends_with("/.")) path.remove_suffix(1);
   const size_t slash = path.find_last_of('/');
   const std::string_view last = slash == std::string_view::npos ? path : path.substr(slash + 1);
   const std::string_view up = slash == std::string_view::npos ? "" : path.substr(0, slash);

@@ -249,9 +249,12 @@ void FileContents::UndoFailedWrite(const WriteBackBatch& batch, const DirectRun*
   const auto old_last = std::find_if(batch.items.begin(), batch.items.end(), [&](const auto& it) {
     return it.seal.index == old_last_index;
   });
-  const uint8_t* old_plain = old_last == batch.items.end() ? nullptr
-                             : old_last->page == nullptr   ? direct->old_last_plain
-                                                           : old_last->seal.plain;
+  // A page of the batch without a cached page is the direct run's.
+  const uint8_t* old_plain = nullptr;
+  if (old_last != batch.items.end())
+    old_plain = old_last->page != nullptr ? old_last->seal.plain
+                : direct != nullptr       ? direct->old_last_plain
+                                          : nullptr;
   UndoGrowth(batch.old_disk_size, batch.write_header, *batch.key, old_plain);
 }
 
