@@ -1416,12 +1416,9 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
 
 Result<std::string> Filesystem::DoReadlink(Inode& inode) {
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH));
-  Fd fd(raw);
-  char buf[4096];
-  ssize_t n = ::readlinkat(fd.get(), "", buf, sizeof buf);
-  if (n < 0) return Errno("readlink");
-  auto target = volume_->DecryptSymlinkTarget(std::string_view(buf, static_cast<size_t>(n)));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, object->ReadSymlink(""));
+  auto target = volume_->DecryptSymlinkTarget(sealed);
   if (!target.ok()) Log("readlink: %s", target.status().ToString().c_str());
   return target;
 }
@@ -1713,8 +1710,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
 }
 
 Result<struct statvfs> Filesystem::DoStatfs() {
-  struct statvfs st;
-  if (::fstatvfs(volume_->root_fd(), &st) != 0) return Errno("statfs");
+  SIGILFS_ASSIGN_OR_RETURN(struct statvfs st, tree_->StatFs());
   st.f_namemax = core::kMaxPlainNameLength;
   return st;
 }
