@@ -36,10 +36,6 @@ class Checker {
   }
 
  private:
-  static std::string Join(const std::string& dir, const std::string& name) {
-    return dir == "." ? name : dir + "/" + name;
-  }
-
   void Problem(const std::string& path, const Status& s) {
     ++summary_.problems;
     if (report_) report_(path, s);
@@ -54,14 +50,14 @@ class Checker {
                                  "used (mounting the vault restores the file)"));
     std::vector<DirEntry> entries;
     Status listed = tree_.ListSorted(dir, entries, [&](const std::string& stored, const Status& s) {
-      Problem(Join(dir.path(), stored) + " (stored name)", s);
+      Problem(dir.PathOf(stored) + " (stored name)", s);
     });
     if (!listed.ok()) Problem(dir.path(), listed);
     for (const DirEntry& e : entries) CheckEntry(dir, e.name);
   }
 
   void CheckEntry(const Tree::Dir& dir, const std::string& name) {
-    const std::string path = Join(dir.path(), name);
+    const std::string path = dir.PathOf(name);
     auto st = tree_.StatStored(dir, name);
     if (!st.ok()) {
       Problem(path, st.status());
@@ -90,7 +86,7 @@ class Checker {
   }
 
   void CheckFile(const Tree::Dir& dir, const std::string& name, const struct stat& st) {
-    const std::string path = Join(dir.path(), name);
+    const std::string path = dir.PathOf(name);
     auto file = tree_.OpenFile(dir, name, /*write=*/false, &st);
     if (!file.ok()) {
       Problem(path, file.status().sys_errno() == ESTALE

@@ -21,10 +21,6 @@ Status Differ(const std::string& path, const std::string& what) {
                 path + ": " + what + " differ between the plain tree and the vault");
 }
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir == "." ? name : dir + "/" + name;
-}
-
 class Comparer {
  public:
   Comparer(Tree& tree, const std::function<void(const std::string&, const struct stat&)>& seen)
@@ -86,31 +82,30 @@ class Comparer {
   // The entries of plain directory `plain` against those of vault directory `vault`, whose
   // own attributes were compared by the caller.
   Status Directory(const std::string& shown, BackingDir& plain, const Tree::Dir& vault) {
-    const std::string& path = vault.path();
     auto names = SortedNames(plain);
     if (!names.ok()) return names.status().WithContext(shown);
     std::vector<DirEntry> listed;
     Status damaged;
     SIGILFS_RETURN_IF_ERROR(
         tree_.ListSorted(vault, listed, [&](const std::string& stored, const Status& s) {
-          if (damaged.ok()) damaged = s.WithContext(Join(path, stored) + " (stored name)");
+          if (damaged.ok()) damaged = s.WithContext(vault.PathOf(stored) + " (stored name)");
         }));
     if (!damaged.ok()) return damaged;
     std::set<std::string> in_vault;
     for (const DirEntry& e : listed) in_vault.insert(e.name);
     for (const std::string& name : *names) {
       if (in_vault.count(name) == 0)
-        return Status(Code::kCorrupt, Join(path, name) + ": missing from the vault");
+        return Status(Code::kCorrupt, vault.PathOf(name) + ": missing from the vault");
     }
     for (const std::string& name : in_vault) {
       if (!std::binary_search(names->begin(), names->end(), name))
         return Status(Code::kCorrupt,
-                      Join(path, name) + ": in the vault but not in the plain tree");
+                      vault.PathOf(name) + ": in the vault but not in the plain tree");
     }
     for (const std::string& name : *names) {
       std::string child = shown;
       child.append("/").append(name);
-      SIGILFS_RETURN_IF_ERROR(Entry(Join(path, name), child, plain, vault, name));
+      SIGILFS_RETURN_IF_ERROR(Entry(vault.PathOf(name), child, plain, vault, name));
     }
     return Status::Ok();
   }

@@ -32,15 +32,10 @@ std::string TempName(std::string_view prefix) {
   return std::string(prefix) + crypt::HexEncode(rnd);
 }
 
-std::string PathOf(const Tree::Dir& dir, std::string_view name) {
-  if (name.empty()) return dir.path();
-  return dir.path() == "." ? std::string(name) : dir.path() + "/" + std::string(name);
-}
-
 // A backing store's error about an entry, told by the entry's vault path, not its stored name.
 Status Named(const Status& s, const Tree::Dir& dir, std::string_view name) {
-  if (s.sys_errno() != 0) return Status::FromErrno(s.sys_errno(), PathOf(dir, name));
-  return s.WithContext(PathOf(dir, name));
+  if (s.sys_errno() != 0) return Status::FromErrno(s.sys_errno(), dir.PathOf(name));
+  return s.WithContext(dir.PathOf(name));
 }
 
 // The attribute names a vault keeps (sealed): the others are not its to keep.
@@ -94,7 +89,7 @@ Result<std::unique_ptr<Tree::Dir>> Tree::OpenDir(const Dir& parent, std::string_
     return std::unique_ptr<Dir>(new Dir(std::move(again), parent.iv(), parent.path()));
   }
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(parent, name));
-  const std::string path = PathOf(parent, name);
+  const std::string path = parent.PathOf(name);
   auto backing = parent.backing().OpenDir(stored);
   if (!backing.ok()) return Named(backing.status(), parent, name);
   auto iv = volume_.ReadDirIv(**backing, from_attribute, copies);
@@ -139,8 +134,10 @@ Result<std::string> Tree::Stored(const Dir& dir, std::string_view name) const {
 }
 
 Status Tree::PrepareLocked(const Dir& dir, std::string_view name, const std::string& stored) {
+  // A short name has no side file: no second encryption of the name to find that out.
+  if (!NameCodec::IsLongName(stored)) return Status::Ok();
   SIGILFS_RETURN_IF_ERROR(volume_.PrepareName(dir.backing(), dir.iv(), name));
-  if (NameCodec::IsLongName(stored)) OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
+  OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
   return Status::Ok();
 }
 
@@ -377,7 +374,7 @@ Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, std::stri
     opened = std::move(file).value();
   }
   auto file = std::move(opened);
-  return volume_.pages().Open(std::move(file), PathOf(dir, name));
+  return volume_.pages().Open(std::move(file), dir.PathOf(name));
 }
 
 Result<std::unique_ptr<FileContents>> Tree::OpenFile(const Dir& dir, std::string_view name,
@@ -386,7 +383,7 @@ Result<std::unique_ptr<FileContents>> Tree::OpenFile(const Dir& dir, std::string
   auto file =
       dir.backing().OpenFile(stored, {.write = write, .keep_atime = !write, .same_as = same_as});
   if (!file.ok()) return Named(file.status(), dir, name);
-  return volume_.pages().Open(std::move(file).value(), PathOf(dir, name));
+  return volume_.pages().Open(std::move(file).value(), dir.PathOf(name));
 }
 
 Status Tree::SetMode(const Dir& dir, std::string_view name, mode_t mode) {

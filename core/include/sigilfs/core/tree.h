@@ -48,6 +48,11 @@ class Tree {
     BackingDir& backing() const { return *backing_; }
     const DirIv& iv() const { return iv_; }
     const std::string& path() const { return path_; }  // "." for the root, else "a/b"
+    // The vault path of entry `name` of this directory (an empty name: the directory's own).
+    std::string PathOf(std::string_view name) const {
+      if (name.empty()) return path_;
+      return path_ == "." ? std::string(name) : path_ + "/" + std::string(name);
+    }
 
    private:
     friend class Tree;
