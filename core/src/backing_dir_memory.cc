@@ -3,8 +3,10 @@
 #include <sys/xattr.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -36,7 +38,7 @@ struct Node {
   std::map<uint64_t, std::string> by_cursor;
   uint64_t parent = 0;  // directories: the one holding them
   std::map<std::string, std::vector<uint8_t>, std::less<>> xattrs;
-  int open_dirs = 0;  // handles of this directory: kept, even removed, while any is open
+  int handles = 0;  // handles on this object: kept, even removed, while any is open
 };
 
 timespec Now() {
@@ -113,7 +115,7 @@ struct Store {
   // data, which they share).
   void Collect(uint64_t ino) SIGILFS_REQUIRES(mu) {
     Node& n = nodes.at(ino);
-    if (n.st.st_nlink == 0 && n.open_dirs == 0) nodes.erase(ino);
+    if (n.st.st_nlink == 0 && n.handles == 0) nodes.erase(ino);
   }
 
   // True if directory `dir` is `ancestor` or lies below it.
@@ -128,14 +130,21 @@ Status Fail(int error, std::string_view what, std::string_view name) {
   return Status::FromErrno(error, std::string(what) + " " + std::string(name));
 }
 
+// Listing cursors: "." and ".." (listing handles only) have 1 and 2, an entry its slot's + 2.
+constexpr uint64_t kFirstEntryCursor = 2;
+
+// The store's handle type (ObjectHandle): the inode number, 8 bytes.
+constexpr int kMemoryHandleType = 0x4d454d;
+
 class MemoryBackingDir final : public BackingDir {
  public:
-  // Of directory `ino`, whose Node::open_dirs the caller has already counted this handle in.
-  MemoryBackingDir(std::shared_ptr<Store> store, uint64_t ino)
-      : store_(std::move(store)), ino_(ino) {}
+  // Of object `ino`, whose Node::handles the caller has already counted this handle in.
+  // `listing`: List includes "." and ".." (OpenListing).
+  MemoryBackingDir(std::shared_ptr<Store> store, uint64_t ino, bool listing = false)
+      : store_(std::move(store)), ino_(ino), listing_(listing) {}
   ~MemoryBackingDir() override {
     MutexLock lock(store_->mu);
-    --store_->nodes.at(ino_).open_dirs;
+    --store_->nodes.at(ino_).handles;
     store_->Collect(ino_);
   }
   MemoryBackingDir(const MemoryBackingDir&) = delete;
@@ -165,21 +174,58 @@ class MemoryBackingDir final : public BackingDir {
     {
       MutexLock lock(s.mu);
       SIGILFS_RETURN_IF_ERROR(Alive(s, "open directory", name));
+      SIGILFS_RETURN_IF_ERROR(DirOnly(s, "open directory", name));
       Node* n = name.empty() ? &s.nodes.at(ino_) : s.Find(ino_, name, &ino);
       if (name.empty()) ino = ino_;
       if (n == nullptr) return Fail(ENOENT, "open directory", name);
       if (!S_ISDIR(n->st.st_mode)) return Fail(ENOTDIR, "open directory", name);
-      ++n->open_dirs;
+      ++n->handles;
     }
     return std::unique_ptr<BackingDir>(new MemoryBackingDir(store_, ino));
+  }
+
+  Result<std::unique_ptr<BackingDir>> OpenObject(std::string_view path) override {
+    Store& s = *store_;
+    uint64_t ino = ino_;
+    {
+      MutexLock lock(s.mu);
+      while (!path.empty()) {
+        const size_t slash = path.find('/');
+        const std::string_view name = path.substr(0, slash);
+        Node& at = s.nodes.at(ino);
+        if (S_ISLNK(at.st.st_mode)) return Fail(ELOOP, "open", name);
+        if (!S_ISDIR(at.st.st_mode)) return Fail(ENOTDIR, "open", name);
+        if (name.empty() || name == "." || name == "..") return Fail(EINVAL, "open", name);
+        if (s.Find(ino, name, &ino) == nullptr) return Fail(ENOENT, "open", name);
+        path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+      }
+      ++s.nodes.at(ino).handles;
+    }
+    return std::unique_ptr<BackingDir>(new MemoryBackingDir(store_, ino));
+  }
+
+  Result<std::unique_ptr<BackingDir>> OpenListing(bool /*keep_atime*/) override {
+    Store& s = *store_;
+    {
+      MutexLock lock(s.mu);
+      SIGILFS_RETURN_IF_ERROR(DirOnly(s, "open directory", "."));
+      ++s.nodes.at(ino_).handles;
+    }
+    return std::unique_ptr<BackingDir>(new MemoryBackingDir(store_, ino_, true));
   }
 
   Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view name,
                                                 const FileOpenMode& how) override {
     Store& s = *store_;
     MutexLock lock(s.mu);
-    SIGILFS_RETURN_IF_ERROR(Alive(s, "open", name));
-    Node* n = s.Find(ino_, name);
+    Node* n = nullptr;
+    if (name.empty()) {
+      n = &s.nodes.at(ino_);  // this object
+    } else {
+      SIGILFS_RETURN_IF_ERROR(Alive(s, "open", name));
+      SIGILFS_RETURN_IF_ERROR(DirOnly(s, "open", name));
+      n = s.Find(ino_, name);
+    }
     if (n == nullptr) {
       if (!how.create) return Fail(ENOENT, "open", name);
       const uint64_t ino = s.NewNode(S_IFREG | (how.mode & 07777));
@@ -229,6 +275,8 @@ class MemoryBackingDir final : public BackingDir {
     if (other == nullptr || other->store_ != store_) return Fail(EXDEV, "link", name);
     Store& s = *store_;
     MutexLock lock(s.mu);
+    SIGILFS_RETURN_IF_ERROR(DirOnly(s, "link", name));
+    SIGILFS_RETURN_IF_ERROR(other->DirOnly(s, "link", to_name));
     uint64_t ino = 0;
     Node* n = s.Find(ino_, name, &ino);
     if (n == nullptr) return Fail(ENOENT, "link", name);
@@ -244,6 +292,7 @@ class MemoryBackingDir final : public BackingDir {
   Status Unlink(std::string_view name) override {
     Store& s = *store_;
     MutexLock lock(s.mu);
+    if (name.empty()) return Fail(ENOENT, "unlink", name);
     SIGILFS_ASSIGN_OR_RETURN(Node * n, Entry(s, name, "unlink"));
     if (S_ISDIR(n->st.st_mode)) return Fail(EISDIR, "unlink", name);
     s.Erase(ino_, name);
@@ -253,6 +302,7 @@ class MemoryBackingDir final : public BackingDir {
   Status RemoveDir(std::string_view name) override {
     Store& s = *store_;
     MutexLock lock(s.mu);
+    if (name.empty()) return Fail(ENOENT, "rmdir", name);
     SIGILFS_ASSIGN_OR_RETURN(Node * n, Entry(s, name, "rmdir"));
     if (!S_ISDIR(n->st.st_mode)) return Fail(ENOTDIR, "rmdir", name);
     if (!n->entries.empty()) return Fail(ENOTEMPTY, "rmdir", name);
@@ -267,6 +317,8 @@ class MemoryBackingDir final : public BackingDir {
     if ((flags & kNoReplace) != 0 && (flags & kExchange) != 0) return Fail(EINVAL, "rename", name);
     Store& s = *store_;
     MutexLock lock(s.mu);
+    SIGILFS_RETURN_IF_ERROR(DirOnly(s, "rename", name));
+    SIGILFS_RETURN_IF_ERROR(other->DirOnly(s, "rename", to_name));
     uint64_t ino = 0, target_ino = 0;
     Node* n = s.Find(ino_, name, &ino);
     if (n == nullptr) return Fail(ENOENT, "rename", name);
@@ -304,12 +356,17 @@ class MemoryBackingDir final : public BackingDir {
     Store& s = *store_;
     {
       MutexLock lock(s.mu);
+      SIGILFS_RETURN_IF_ERROR(DirOnly(s, "readdir", "."));
       SIGILFS_RETURN_IF_ERROR(Alive(s, "readdir", "."));
       const Node& d = s.nodes.at(ino_);
-      for (auto it = d.by_cursor.upper_bound(from); it != d.by_cursor.end(); ++it) {
+      if (listing_ && from < 1) batch.push_back(BackingEntry{".", ino_, S_IFDIR, 1});
+      if (listing_ && from < kFirstEntryCursor)
+        batch.push_back(BackingEntry{"..", d.parent != 0 ? d.parent : ino_, S_IFDIR, 2});
+      const uint64_t after = from < kFirstEntryCursor ? 0 : from - kFirstEntryCursor;
+      for (auto it = d.by_cursor.upper_bound(after); it != d.by_cursor.end(); ++it) {
         const Node::Slot& slot = d.entries.find(it->second)->second;
         batch.push_back(BackingEntry{it->second, slot.ino, s.nodes.at(slot.ino).st.st_mode & S_IFMT,
-                                     it->first});
+                                     it->first + kFirstEntryCursor});
       }
     }
     for (const BackingEntry& e : batch)
@@ -396,6 +453,55 @@ class MemoryBackingDir final : public BackingDir {
     return names;
   }
 
+  Result<ObjectHandle> Handle(std::string_view name) override {
+    Store& s = *store_;
+    MutexLock lock(s.mu);
+    SIGILFS_ASSIGN_OR_RETURN(Node * n, Entry(s, name, "file handle"));
+    const auto ino = static_cast<uint64_t>(n->st.st_ino);
+    ObjectHandle out;
+    out.type = kMemoryHandleType;
+    out.bytes.resize(sizeof ino);
+    std::memcpy(out.bytes.data(), &ino, sizeof ino);
+    return out;
+  }
+
+  Result<std::unique_ptr<BackingDir>> OpenByHandle(const ObjectHandle& handle) override {
+    uint64_t ino = 0;
+    if (handle.type != kMemoryHandleType || handle.bytes.size() != sizeof ino)
+      return Fail(ESTALE, "open by handle", "");
+    std::memcpy(&ino, handle.bytes.data(), sizeof ino);
+    Store& s = *store_;
+    {
+      MutexLock lock(s.mu);
+      auto it = s.nodes.find(ino);
+      if (it == s.nodes.end() || it->second.st.st_nlink == 0)
+        return Fail(ESTALE, "open by handle", "");
+      ++it->second.handles;
+    }
+    return std::unique_ptr<BackingDir>(new MemoryBackingDir(store_, ino));
+  }
+
+  // A directory's path, from its parents; none for other objects (the store keeps no parent
+  // for them, as a file's path may be unknown to a real one).
+  std::vector<std::string> PathTo(BackingDir& object) override {
+    auto* other = dynamic_cast<MemoryBackingDir*>(&object);
+    if (other == nullptr || other->store_ != store_) return {};
+    Store& s = *store_;
+    MutexLock lock(s.mu);
+    std::vector<std::string> parts;
+    for (uint64_t at = other->ino_; at != ino_;) {
+      const Node& n = s.nodes.at(at);
+      if (!S_ISDIR(n.st.st_mode) || n.parent == 0 || n.st.st_nlink == 0) return {};
+      const Node& parent = s.nodes.at(n.parent);
+      auto it = std::find_if(parent.entries.begin(), parent.entries.end(),
+                             [at](const auto& e) { return e.second.ino == at; });
+      if (it == parent.entries.end()) return {};
+      parts.insert(parts.begin(), it->first);
+      at = n.parent;
+    }
+    return parts;
+  }
+
   Result<struct statvfs> StatFs() override {
     struct statvfs fs {};
     fs.f_bsize = fs.f_frsize = 4096;
@@ -413,9 +519,16 @@ class MemoryBackingDir final : public BackingDir {
       SIGILFS_REQUIRES(s.mu) {
     Node& self = s.nodes.at(ino_);
     if (name.empty()) return &self;  // removed too: its own calls still work, as on a descriptor
+    SIGILFS_RETURN_IF_ERROR(DirOnly(s, what, name));
     Node* n = s.Find(ino_, name);
     if (n == nullptr) return Fail(ENOENT, what, name);
     return n;
+  }
+
+  // Names are a directory's: a handle on another object answers ENOTDIR.
+  Status DirOnly(Store& s, std::string_view what, std::string_view name) SIGILFS_REQUIRES(s.mu) {
+    if (!S_ISDIR(s.nodes.at(ino_).st.st_mode)) return Fail(ENOTDIR, what, name);
+    return Status::Ok();
   }
 
   // New entries cannot go into a removed directory.
@@ -431,6 +544,7 @@ class MemoryBackingDir final : public BackingDir {
     if (name.size() > 255) return Fail(ENAMETOOLONG, what, name);
     Store& s = *store_;
     MutexLock lock(s.mu);
+    SIGILFS_RETURN_IF_ERROR(DirOnly(s, what, name));
     SIGILFS_RETURN_IF_ERROR(Alive(s, what, name));
     if (s.Find(ino_, name) != nullptr) return Fail(EEXIST, what, name);
     const uint64_t ino = s.NewNode(mode);
@@ -473,6 +587,7 @@ class MemoryBackingDir final : public BackingDir {
 
   std::shared_ptr<Store> store_;
   const uint64_t ino_;
+  const bool listing_;
 };
 
 }  // namespace
@@ -483,7 +598,7 @@ std::unique_ptr<BackingDir> NewMemoryBackingStore() {
   {
     MutexLock lock(store->mu);
     root = store->NewNode(S_IFDIR | 0755);
-    ++store->nodes.at(root).open_dirs;
+    ++store->nodes.at(root).handles;
   }
   return std::make_unique<MemoryBackingDir>(std::move(store), root);
 }

@@ -1,17 +1,22 @@
 // BackingDir on a real filesystem: one descriptor per directory and the *at system calls.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstring>
 #include <string>
 
 #include "sigilfs/core/backing_dir.h"
 #include "sigilfs/core/unique_fd.h"
+#include "sigilfs/mutex.h"
 
 namespace sigilfs::core {
 namespace {
@@ -20,10 +25,69 @@ Status Errno(std::string_view what, std::string_view name) {
   return Status::FromErrno(errno, std::string(what) + " " + std::string(name));
 }
 
+// One step of a path: openat with no symlink followed anywhere on it (openat2's
+// RESOLVE_NO_SYMLINKS; a kernel without openat2 follows none but the last, as O_NOFOLLOW).
+int OpenNoSymlinks(int dirfd, const std::string& path, int flags) {
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags | O_NOFOLLOW | O_CLOEXEC);
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  const long fd = ::syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how);
+  if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
+  return ::openat(dirfd, path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// OpenNoSymlinks for a relative path of any length. The kernel refuses a path of PATH_MAX bytes
+// or more (ENAMETOOLONG), and cipher paths grow faster than plain ones (a third for base64, and
+// 16 bytes of SIV per name), so a plain path of about 2,900 bytes exceeds it. Such a path is
+// opened in steps: the longest prefix that fits, ending at a `/`, as an O_PATH directory, then
+// the rest from there, each step's descriptor closed by the next.
+int OpenAtAnyLength(int dirfd, std::string_view path, int flags) {
+  UniqueFd step;
+  int at = dirfd;
+  while (path.size() >= PATH_MAX) {
+    const size_t slash = path.rfind('/', PATH_MAX - 1);
+    if (slash == std::string_view::npos || slash == 0) {  // one component past PATH_MAX
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    const int next = OpenNoSymlinks(at, std::string(path.substr(0, slash)), O_PATH | O_DIRECTORY);
+    if (next < 0) return -1;
+    step = UniqueFd(next);
+    at = next;
+    path.remove_prefix(slash + 1);
+  }
+  return OpenNoSymlinks(at, std::string(path), flags);
+}
+
+std::string ProcPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+// The names below `root`'s path down to `fd`'s, from their /proc links; empty if not below.
+std::vector<std::string> PathBelow(int root, int fd) {
+  char buf[PATH_MAX], rbuf[PATH_MAX];
+  const ssize_t n = ::readlink(ProcPath(fd).c_str(), buf, sizeof buf);
+  const ssize_t rn = ::readlink(ProcPath(root).c_str(), rbuf, sizeof rbuf);
+  if (n <= 0 || rn <= 0 || n >= static_cast<ssize_t>(sizeof buf) ||
+      rn >= static_cast<ssize_t>(sizeof rbuf))
+    return {};
+  const std::string_view path(buf, static_cast<size_t>(n)), top(rbuf, static_cast<size_t>(rn));
+  const std::string_view prefix = top == "/" ? std::string_view() : top;
+  if (path.size() <= prefix.size() + 1 || !path.starts_with(prefix) || path[prefix.size()] != '/')
+    return {};
+  std::vector<std::string> parts;
+  for (size_t at = prefix.size() + 1; at <= path.size();) {
+    const size_t slash = std::min(path.find('/', at), path.size());
+    parts.emplace_back(path.substr(at, slash - at));
+    at = slash + 1;
+  }
+  return parts;
+}
+
 class PosixBackingDir final : public BackingDir {
  public:
   // `owned`: closed on destruction; otherwise the caller keeps it open for this object's life.
-  PosixBackingDir(int fd, bool owned) : fd_(fd), owned_(owned) {}
+  // `listing`: a readable descriptor whose stream List reads (OpenListing).
+  PosixBackingDir(int fd, bool owned, bool listing = false)
+      : fd_(fd), owned_(owned), listing_(listing) {}
   ~PosixBackingDir() override {
     if (owned_) ::close(fd_);
   }
@@ -47,11 +111,26 @@ class PosixBackingDir final : public BackingDir {
     return std::unique_ptr<BackingDir>(new PosixBackingDir(fd, true));
   }
 
+  Result<std::unique_ptr<BackingDir>> OpenObject(std::string_view path) override {
+    const int fd = path.empty() ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)
+                                : OpenAtAnyLength(fd_, path, O_PATH);
+    if (fd < 0) return Errno("open", path);
+    return std::unique_ptr<BackingDir>(new PosixBackingDir(fd, true));
+  }
+
+  Result<std::unique_ptr<BackingDir>> OpenListing(bool keep_atime) override {
+    constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+    int fd = ::openat(fd_, ".", kFlags | (keep_atime ? O_NOATIME : 0));
+    if (fd < 0 && errno == EPERM && keep_atime) fd = ::openat(fd_, ".", kFlags);
+    if (fd < 0) return Errno("open directory", ".");
+    return std::unique_ptr<BackingDir>(new PosixBackingDir(fd, true, true));
+  }
+
   Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view name,
                                                 const FileOpenMode& how) override {
     const std::string n(name);
     const int rw = how.write ? O_RDWR : O_RDONLY;
-    if (how.create) {
+    if (how.create && !n.empty()) {
       const int fd =
           ::openat(fd_, n.c_str(), rw | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, how.mode);
       if (fd >= 0) return NewPosixBackingFile(fd);
@@ -59,7 +138,8 @@ class PosixBackingDir final : public BackingDir {
     }
     // An existing entry is looked at before it is opened for reading or writing: opening a
     // device node or a FIFO of the store could block or act on a device.
-    UniqueFd path(::openat(fd_, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd path(n.empty() ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)
+                            : ::openat(fd_, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (path.get() < 0) return Errno("open", name);
     struct stat st;
     if (::fstat(path.get(), &st) != 0) return Errno("stat", name);
@@ -68,7 +148,7 @@ class PosixBackingDir final : public BackingDir {
     if (!S_ISREG(st.st_mode)) return Status::FromErrno(EINVAL, "open of a special file " + n);
     if (how.same_as != nullptr && !SameObject(st, *how.same_as))
       return Status::FromErrno(ESTALE, "open of an entry that changed: " + n);
-    const std::string self = "/proc/self/fd/" + std::to_string(path.get());
+    const std::string self = ProcPath(path.get());
     int fd = ::open(self.c_str(), rw | O_CLOEXEC | (how.keep_atime ? O_NOATIME : 0));
     if (fd < 0 && errno == EPERM && how.keep_atime) fd = ::open(self.c_str(), rw | O_CLOEXEC);
     if (fd < 0) return Errno("open", name);
@@ -93,6 +173,7 @@ class PosixBackingDir final : public BackingDir {
 
   Result<std::string> ReadSymlink(std::string_view name) override {
     std::string buf(PATH_MAX, '\0');
+    // An empty name reads the link this handle is (an O_PATH descriptor of it).
     const ssize_t n = ::readlinkat(fd_, std::string(name).c_str(), buf.data(), buf.size());
     if (n < 0) return Errno("readlink", name);
     buf.resize(static_cast<size_t>(n));
@@ -131,8 +212,13 @@ class PosixBackingDir final : public BackingDir {
   }
 
   // A stream of its own per call (the descriptor may be O_PATH, and calls may overlap); the
-  // cursor is the directory's telldir cookie.
+  // cursor is the directory's telldir cookie. A listing handle reads its own descriptor's
+  // stream (one reader at a time), "." and ".." included.
   Status List(uint64_t from, const std::function<bool(const BackingEntry&)>& emit) override {
+    if (listing_) {
+      MutexLock lock(list_mu_);
+      return ListStream(::dup(fd_), from, true, emit);
+    }
     // A listing by the vault's own tools is not the user's read: the access time stays where
     // the store allows it (O_NOATIME needs the owner or CAP_FOWNER).
     int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
@@ -143,13 +229,65 @@ class PosixBackingDir final : public BackingDir {
       ::close(fd);
       return Status::FromErrno(ENOENT, "readdir of a removed directory");
     }
+    return ListStream(fd, from, false, emit);
+  }
+
+  Result<ObjectHandle> Handle(std::string_view name) override {
+    struct {
+      file_handle h;
+      unsigned char bytes[MAX_HANDLE_SZ];
+    } fh{};
+    fh.h.handle_bytes = MAX_HANDLE_SZ;
+    int mount_id = 0;
+    const std::string n(name);
+    if (::name_to_handle_at(fd_, n.c_str(), &fh.h, &mount_id, n.empty() ? AT_EMPTY_PATH : 0) != 0)
+      return Errno("file handle", name);
+    ObjectHandle out;
+    out.type = fh.h.handle_type;
+    out.bytes.assign(fh.h.f_handle, fh.h.f_handle + fh.h.handle_bytes);
+    return out;
+  }
+
+  Result<std::unique_ptr<BackingDir>> OpenByHandle(const ObjectHandle& handle) override {
+    if (handle.bytes.size() > MAX_HANDLE_SZ) return Status::FromErrno(ESTALE, "file handle");
+    struct {
+      file_handle h;
+      unsigned char bytes[MAX_HANDLE_SZ];
+    } fh{};
+    fh.h.handle_type = handle.type;
+    fh.h.handle_bytes = static_cast<unsigned>(handle.bytes.size());
+    std::memcpy(fh.h.f_handle, handle.bytes.data(), handle.bytes.size());
+    constexpr int kFlags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    int fd = ::open_by_handle_at(fd_, &fh.h, kFlags);
+    if (fd < 0 && errno == EBADF) {  // the kernel takes no O_PATH descriptor for the mount
+      UniqueFd readable(::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (readable.get() >= 0) fd = ::open_by_handle_at(readable.get(), &fh.h, kFlags);
+    }
+    if (fd < 0) return Errno("open by handle", "");
+    return std::unique_ptr<BackingDir>(new PosixBackingDir(fd, true));
+  }
+
+  std::vector<std::string> PathTo(BackingDir& object) override {
+    auto* other = dynamic_cast<PosixBackingDir*>(&object);
+    if (other == nullptr) return {};
+    return PathBelow(fd_, other->fd_);
+  }
+
+ private:
+  // Lists the stream of `fd` (taken; a duplicate shares its position) from cursor `from`.
+  static Status ListStream(int fd, uint64_t from, bool dots,
+                           const std::function<bool(const BackingEntry&)>& emit) {
+    if (fd < 0) return Status::FromErrno(errno, "dup");
     DIR* dir = ::fdopendir(fd);
     if (dir == nullptr) {
       const int e = errno;
       ::close(fd);
       return Status::FromErrno(e, "opendir");
     }
-    if (from != 0) ::seekdir(dir, static_cast<long>(from));
+    if (from != 0)
+      ::seekdir(dir, static_cast<long>(from));
+    else
+      ::rewinddir(dir);
     Status result;
     for (;;) {
       errno = 0;
@@ -159,7 +297,7 @@ class PosixBackingDir final : public BackingDir {
         break;
       }
       const std::string_view n = e->d_name;
-      if (n == "." || n == "..") continue;
+      if (!dots && (n == "." || n == "..")) continue;
       const mode_t type = e->d_type == DT_UNKNOWN ? 0 : DTTOIF(e->d_type);
       if (!emit(BackingEntry{std::string(n), e->d_ino, type, static_cast<uint64_t>(e->d_off)}))
         break;
@@ -168,6 +306,7 @@ class PosixBackingDir final : public BackingDir {
     return result;
   }
 
+ public:
   Status SetMode(std::string_view name, mode_t mode) override {
     // Never through a symlink: glibc's fchmodat refuses one (EOPNOTSUPP) without following it.
     const int rc = name.empty()
@@ -263,6 +402,10 @@ class PosixBackingDir final : public BackingDir {
   }
 
   Status Sync() override {
+    if (listing_) {
+      if (::fsync(fd_) != 0) return Errno("fsync", ".");
+      return Status::Ok();
+    }
     UniqueFd fd(::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0 || ::fsync(fd.get()) != 0) return Errno("fsync", ".");
     return Status::Ok();
@@ -273,13 +416,15 @@ class PosixBackingDir final : public BackingDir {
   // descriptor: the l*xattr family, which follows no final symlink, for an entry; for this
   // directory itself (the link is the final component) the calls that follow it.
   std::string PathOf(std::string_view name) const {
-    std::string path = "/proc/self/fd/" + std::to_string(fd_);
+    std::string path = ProcPath(fd_);
     if (!name.empty()) path.append("/").append(name);
     return path;
   }
 
   const int fd_;
   const bool owned_;
+  const bool listing_;
+  Mutex list_mu_;  // a listing handle's stream: one reader at a time
 };
 
 }  // namespace

@@ -313,10 +313,12 @@ Status Volume::List(
     const std::function<bool(const DirEntry&)>& emit,
     const std::function<void(const std::string& stored, const Status&)>& damaged) const {
   return dir.List(from, [&](const BackingEntry& e) {
+    const auto type = static_cast<unsigned char>(IFTODT(e.type));
+    if (e.name == "." || e.name == "..")  // a listing handle's (BackingDir::OpenListing)
+      return emit(DirEntry{e.name, e.name, e.ino, type, static_cast<off_t>(e.next)});
     std::optional<std::string> plain = ListedName(dir, iv, e.name, damaged);
     if (!plain) return true;
-    return emit(DirEntry{std::move(*plain), e.name, e.ino,
-                         static_cast<unsigned char>(IFTODT(e.type)), static_cast<off_t>(e.next)});
+    return emit(DirEntry{std::move(*plain), e.name, e.ino, type, static_cast<off_t>(e.next)});
   });
 }
 

@@ -310,6 +310,121 @@ TEST_P(BackingDirTest, ARemovedDirectoryAnswersNotFoundToEntriesAndStatsWithoutL
   EXPECT_EQ(Errno(d->MakeDir("x", 0755)), ENOENT);
 }
 
+TEST_P(BackingDirTest, HandlesReachAnyObjectByPathAndOutliveItsRemoval) {
+  ASSERT_TRUE(root_->MakeDir("a", 0755).ok());
+  auto a = Dir(*root_, "a");
+  ASSERT_TRUE(a->MakeDir("b", 0755).ok());
+  auto b = Dir(*a, "b");
+  WriteFile(*b, "f", test::Pattern(100, 1));
+  ASSERT_TRUE(b->MakeSymlink("l", "elsewhere").ok());
+  ASSERT_TRUE(a->MakeSymlink("s", "b").ok());
+
+  auto f = root_->OpenObject("a/b/f");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto st = (*f)->Stat("");
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(S_ISREG(st->st_mode));
+  EXPECT_EQ(st->st_size, 100);
+  // Only the object's own calls: it has no entries.
+  EXPECT_EQ(Errno((*f)->Stat("x")), ENOTDIR);
+  EXPECT_EQ(Errno((*f)->MakeDir("x", 0755)), ENOTDIR);
+  // Its contents, through the handle, with no name.
+  {
+    auto file = (*f)->OpenFile("", {.write = false});
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    std::vector<uint8_t> got(100);
+    EXPECT_EQ(*(*file)->ReadAt(got, 0), 100u);
+    EXPECT_EQ(got, test::Pattern(100, 1));
+  }
+  auto link = root_->OpenObject("a/b/l");  // the link itself, not followed
+  ASSERT_TRUE(link.ok());
+  EXPECT_TRUE(S_ISLNK((*link)->Stat("")->st_mode));
+  EXPECT_EQ(*(*link)->ReadSymlink(""), "elsewhere");
+  EXPECT_EQ(Errno((*link)->OpenFile("", {.write = false})), ELOOP);
+  // No symlink on the way, and no missing entry.
+  EXPECT_NE(Errno(root_->OpenObject("a/s/f")), 0);
+  EXPECT_EQ(Errno(root_->OpenObject("a/b/none")), ENOENT);
+  EXPECT_EQ(Errno(root_->OpenObject("a/b/f/x")), ENOTDIR);
+  // The empty path: this object again.
+  auto again = (*f)->OpenObject("");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->Stat("")->st_ino, st->st_ino);
+
+  // Removed, the object still answers through its handle, with no link, as a descriptor does.
+  ASSERT_TRUE(b->Unlink("f").ok());
+  auto gone = (*f)->Stat("");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->st_nlink, 0u);
+  EXPECT_TRUE((*f)->SetMode("", 0600).ok());
+  auto file = (*f)->OpenFile("", {.write = true});
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(*(*file)->Size(), 100u);
+}
+
+TEST_P(BackingDirTest, AStoreHandleOpensTheObjectAgainAndItsPathIsKnown) {
+  ASSERT_TRUE(root_->MakeDir("a", 0755).ok());
+  auto a = Dir(*root_, "a");
+  ASSERT_TRUE(a->MakeDir("b", 0755).ok());
+  WriteFile(*a, "f", test::Pattern(10, 2));
+  auto handle = a->Handle("b");
+  if (!handle.ok() && handle.status().sys_errno() == EOPNOTSUPP)
+    GTEST_SKIP() << "the backing filesystem has no file handles";
+  ASSERT_TRUE(handle.ok()) << handle.status().ToString();
+  auto b = root_->OpenByHandle(*handle);
+  if (!b.ok() && b.status().sys_errno() == EPERM)
+    GTEST_SKIP() << "opening by handle needs CAP_DAC_READ_SEARCH";
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->Stat("")->st_ino, a->Stat("b")->st_ino);
+  EXPECT_EQ(root_->PathTo(**b), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(a->PathTo(*root_).empty());  // not below
+  // A handle of the object itself; and a removed object's handle is stale.
+  auto of_file = a->Handle("f");
+  ASSERT_TRUE(of_file.ok());
+  auto f = root_->OpenObject("a/f");
+  ASSERT_TRUE(f.ok());
+  auto own = (*f)->Handle("");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->bytes, of_file->bytes);
+  ASSERT_TRUE(a->Unlink("f").ok());
+  f->reset();
+  EXPECT_EQ(Errno(root_->OpenByHandle(*of_file)), ESTALE);
+}
+
+TEST_P(BackingDirTest, AListingHandleReadsOneStreamWithDotsFromAnyCursor) {
+  for (const char* name : {"x", "y", "z"}) WriteFile(*root_, name, {});
+  auto listing = root_->OpenListing(true);
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  std::vector<BackingEntry> all;
+  ASSERT_TRUE((*listing)
+                  ->List(0,
+                         [&](const BackingEntry& e) {
+                           all.push_back(e);
+                           return true;
+                         })
+                  .ok());
+  std::set<std::string> names;
+  for (const BackingEntry& e : all) names.insert(e.name);
+  EXPECT_EQ(names, (std::set<std::string>{".", "..", "x", "y", "z"}));
+  ASSERT_EQ(all.size(), 5u);
+  // From each cursor, the rest, in the same order.
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<std::string> rest;
+    ASSERT_TRUE((*listing)
+                    ->List(all[i].next,
+                           [&](const BackingEntry& e) {
+                             rest.push_back(e.name);
+                             return true;
+                           })
+                    .ok());
+    std::vector<std::string> want;
+    for (size_t j = i + 1; j < all.size(); ++j) want.push_back(all[j].name);
+    EXPECT_EQ(rest, want) << "from entry " << i;
+  }
+  EXPECT_TRUE((*listing)->Sync().ok());
+  // A plain handle's listing has no dots.
+  EXPECT_EQ(Names(*root_).size(), 3u);
+}
+
 SIGILFS_INSTANTIATE_FOR_STORES(BackingDirTest);
 
 }  // namespace

@@ -317,6 +317,22 @@ class HookedDir final : public BackingDir {
   Result<std::vector<std::string>> ListXattrs(std::string_view n) override {
     return inner_->ListXattrs(n);
   }
+  Result<std::unique_ptr<BackingDir>> OpenObject(std::string_view p) override {
+    SIGILFS_ASSIGN_OR_RETURN(auto d, inner_->OpenObject(p));
+    return std::unique_ptr<BackingDir>(new HookedDir(std::move(d), hook_));
+  }
+  Result<std::unique_ptr<BackingDir>> OpenListing(bool keep_atime) override {
+    SIGILFS_ASSIGN_OR_RETURN(auto d, inner_->OpenListing(keep_atime));
+    return std::unique_ptr<BackingDir>(new HookedDir(std::move(d), hook_));
+  }
+  Result<ObjectHandle> Handle(std::string_view n) override { return inner_->Handle(n); }
+  Result<std::unique_ptr<BackingDir>> OpenByHandle(const ObjectHandle& h) override {
+    SIGILFS_ASSIGN_OR_RETURN(auto d, inner_->OpenByHandle(h));
+    return std::unique_ptr<BackingDir>(new HookedDir(std::move(d), hook_));
+  }
+  std::vector<std::string> PathTo(BackingDir& object) override {
+    return inner_->PathTo(Inner(object));
+  }
   Result<struct statvfs> StatFs() override { return inner_->StatFs(); }
   Status Sync() override { return inner_->Sync(); }
 

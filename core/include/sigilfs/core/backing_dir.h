@@ -45,8 +45,10 @@ inline bool SameObject(const struct stat& a, const struct stat& b) {
          (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT);
 }
 
-// An open directory of the backing store. Every name is one entry of it (never empty, ".",
-// ".." or with '/'); no call follows a symbolic link. Errors are the POSIX ones, as
+// An open directory of the backing store, or a handle on any other object of it (OpenObject).
+// Every name is one entry of the directory (never ".", ".." or with '/'); an empty name, where a
+// call takes one, is the object itself, and is all a handle on a non-directory answers to
+// (other names: ENOTDIR). No call follows a symbolic link. Errors are the POSIX ones, as
 // Status::FromErrno gives them (ENOENT kNotFound, EEXIST kExists, ENOTEMPTY kNotEmpty, ENOTDIR,
 // EISDIR, EXDEV, EINVAL with their errno). A directory that was removed stays open and
 // answers ENOENT. Implementations: POSIX descriptors and *at calls (the default), and memory
@@ -60,13 +62,22 @@ class BackingDir {
   virtual Result<struct stat> Stat(std::string_view name) = 0;
   // Directory `name`, or this one again for an empty name.
   virtual Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view name) = 0;
+  // A handle on the object at `path` below this directory ("a/b/c": entry names, none of them a
+  // symlink on the way; empty: this object again), whatever its kind. A path of any length:
+  // the POSIX store opens one longer than the kernel takes in steps.
+  virtual Result<std::unique_ptr<BackingDir>> OpenObject(std::string_view path) = 0;
+  // This directory opened for reading its listing as readdir does: List reads one stream of
+  // its own, positioned by the cursor, "." and ".." included; with `keep_atime` the access time
+  // stays where the store allows (O_NOATIME). Sync makes the directory durable.
+  virtual Result<std::unique_ptr<BackingDir>> OpenListing(bool keep_atime) = 0;
+  // Regular file `name` (an empty name: this object), opened as `how` says.
   virtual Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view name,
                                                         const FileOpenMode& how) = 0;
   virtual Status MakeDir(std::string_view name, mode_t mode) = 0;
   // A device, FIFO or socket node (`mode` with its S_IFMT type).
   virtual Status MakeNode(std::string_view name, mode_t mode, dev_t rdev) = 0;
   virtual Status MakeSymlink(std::string_view name, std::string_view target) = 0;
-  virtual Result<std::string> ReadSymlink(std::string_view name) = 0;
+  virtual Result<std::string> ReadSymlink(std::string_view name) = 0;  // empty: this symlink
   // A new name `to_name` in `to` (of the same store) for the non-directory `name`.
   virtual Status Link(std::string_view name, BackingDir& to, std::string_view to_name) = 0;
   virtual Status Unlink(std::string_view name) = 0;     // not a directory
@@ -94,6 +105,22 @@ class BackingDir {
                           int flags = 0) = 0;
   virtual Status RemoveXattr(std::string_view name, std::string_view attr) = 0;
   virtual Result<std::vector<std::string>> ListXattrs(std::string_view name) = 0;
+
+  // The store's persistent handle of entry `name` (empty: this object), as name_to_handle_at
+  // gives it: it opens the object again (OpenByHandle), in any process, for as long as the
+  // object exists. kNotSupported where the store has none.
+  struct ObjectHandle {
+    int type = 0;
+    std::vector<uint8_t> bytes;
+  };
+  virtual Result<ObjectHandle> Handle(std::string_view name) = 0;
+  // The object `handle` names, wherever it is on this directory's store (ESTALE: gone). The
+  // POSIX store needs CAP_DAC_READ_SEARCH for it.
+  virtual Result<std::unique_ptr<BackingDir>> OpenByHandle(const ObjectHandle& handle) = 0;
+  // The entry names from this directory down to `object` (a handle of the same store) as the
+  // store knows its path now: a hint to be checked, which may be stale, or empty (none known
+  // below this directory; a file's path may be unknown).
+  virtual std::vector<std::string> PathTo(BackingDir& object) = 0;
 
   virtual Result<struct statvfs> StatFs() = 0;
   virtual Status Sync() = 0;  // makes the directory's entries durable (fsync)

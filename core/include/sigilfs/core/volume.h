@@ -90,7 +90,8 @@ class Volume {
       const std::function<void(const std::string& stored, const Status&)>& damaged) const;
 
   // The entries of `dir` after cursor `from` (0: the start; BackingDir::List's cursors, in
-  // DirEntry::next_offset), "." and ".." never, the vault's own entries never; damaged names
+  // DirEntry::next_offset), "." and ".." only from a listing handle (BackingDir::OpenListing,
+  // as they are, name and stored name alike), the vault's own entries never; damaged names
   // go to `damaged`. Stops when `emit` returns false.
   Status List(BackingDir& dir, const DirIv& iv, uint64_t from,
               const std::function<bool(const DirEntry&)>& emit,
