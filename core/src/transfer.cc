@@ -43,11 +43,7 @@ Status About(const std::string& shown, const Status& s) { return s.WithContext(s
 // A plain entry made under a temporary name in `dir`, removed again unless it was placed.
 class PlainTemp {
  public:
-  explicit PlainTemp(BackingDir& dir) : dir_(dir) {
-    std::array<uint8_t, 8> rnd;
-    crypt::RandomBytes(rnd);
-    name_ = std::string(kExportTemp) + crypt::HexEncode(rnd);
-  }
+  explicit PlainTemp(BackingDir& dir) : dir_(dir), name_(Volume::HiddenName(kExportTemp)) {}
   ~PlainTemp() {
     if (!name_.empty()) (void)dir_.Unlink(name_);
   }

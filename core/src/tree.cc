@@ -24,14 +24,6 @@ Status Errno(int err, std::string_view what) { return Status::FromErrno(err, std
 
 bool IsDir(const struct stat& st) { return S_ISDIR(st.st_mode); }
 
-// A hidden name for an entry in the making or on its way out: it has a '.', which no stored
-// name has, so no listing shows it.
-std::string TempName(std::string_view prefix) {
-  std::array<uint8_t, 8> rnd;
-  crypt::RandomBytes(rnd);
-  return std::string(prefix) + crypt::HexEncode(rnd);
-}
-
 // A backing store's error about an entry, told by the entry's vault path, not its stored name.
 Status Named(const Status& s, const Tree::Dir& dir, std::string_view name) {
   if (s.sys_errno() != 0) return Status::FromErrno(s.sys_errno(), dir.PathOf(name));
@@ -272,34 +264,12 @@ Status Tree::Unlink(const Dir& dir, std::string_view name) {
   return Status::Ok();
 }
 
-Status Tree::CheckEmptyDir(BackingDir& sub) {
-  // The cipher directory still holds its IV file: empty is nothing else.
-  bool empty = true;
-  SIGILFS_RETURN_IF_ERROR(sub.List(0, [&](const BackingEntry& e) {
-    empty = e.name == kDirIvFileName;
-    return empty;
-  }));
-  return empty ? Status::Ok() : Errno(ENOTEMPTY, "rmdir");
-}
-
-Status Tree::RemoveEmptyDir(const Dir& dir, const std::string& stored) {
-  SIGILFS_ASSIGN_OR_RETURN(auto sub, dir.backing().OpenDir(stored));
-  SIGILFS_RETURN_IF_ERROR(CheckEmptyDir(*sub));
-  // Read first: the IV file goes only if it can be put back, should the rmdir then fail.
-  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, volume_.ReadDirIv(*sub));
-  if (Status s = sub->Unlink(kDirIvFileName); !s.ok() && s.code() != Code::kNotFound) return s;
-  Status s = dir.backing().RemoveDir(stored);
-  // Entries made meanwhile, or a failing store: the IV goes back so the directory stays usable.
-  if (!s.ok()) (void)volume_.RestoreDirIvFile(*sub, iv);
-  return s;
-}
-
 Status Tree::RemoveDir(const Dir& dir, std::string_view name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (!IsDir(st)) return Errno(ENOTDIR, "rmdir of a non-directory");
   LongNameLock lock(*this, stored);
-  if (Status s = RemoveEmptyDir(dir, stored); !s.ok()) return Named(s, dir, name);
+  if (Status s = volume_.RemoveDirectory(dir.backing(), stored); !s.ok()) return Named(s, dir, name);
   volume_.ReleaseName(dir.backing(), stored);
   return Status::Ok();
 }
@@ -335,14 +305,7 @@ Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::s
   if (existing.ok()) {
     replaced_target = volume_.TargetToRelease(to.backing(), dest, *existing);
     if (IsDir(*existing)) {
-      // An "empty" cipher directory still holds its IV file, so the store would refuse to
-      // replace it: it goes aside under a hidden name, comes back if the rename fails, and is
-      // removed once it succeeded. A failed rename leaves the tree as it was.
-      SIGILFS_ASSIGN_OR_RETURN(auto sub, to.backing().OpenDir(dest));
-      SIGILFS_RETURN_IF_ERROR(CheckEmptyDir(*sub));
-      aside = TempName(".sigilfs.rmdir.");
-      SIGILFS_RETURN_IF_ERROR(
-          to.backing().Rename(dest, to.backing(), aside, BackingDir::kNoReplace));
+      SIGILFS_ASSIGN_OR_RETURN(aside, volume_.MoveEmptyDirectoryAside(to.backing(), dest));
     }
   }
   if (Status s = dir.backing().Rename(from, to.backing(), dest, flags); !s.ok()) {
@@ -351,7 +314,8 @@ Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::s
     if (!existing.ok()) UnprepareLocked(to, dest);
     return Named(s, dir, name);
   }
-  if (!aside.empty()) (void)RemoveEmptyDir(to, aside);  // best effort: a leftover is hidden
+  // Best effort: a leftover is hidden.
+  if (!aside.empty()) (void)volume_.RemoveDirectory(to.backing(), aside);
   volume_.ReleaseSymlinkTarget(*root_, replaced_target);
   if (&dir.backing() != &to.backing() || from != dest) volume_.ReleaseName(dir.backing(), from);
   return Status::Ok();
@@ -587,7 +551,7 @@ Result<std::unique_ptr<Tree::Staged>> Tree::Stage(
     const Dir& dir, const std::function<Status(const std::string&)>& make) {
   // The staged entry keeps its directory open itself: it may outlive the caller's handle.
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<Dir> own, OpenDir(dir, ""));
-  std::string temp = TempName(kStagePrefix);
+  std::string temp = Volume::HiddenName(kStagePrefix);
   SIGILFS_RETURN_IF_ERROR(make(temp));
   return std::unique_ptr<Staged>(new Staged(*this, std::move(own), std::move(temp)));
 }

@@ -158,9 +158,7 @@ Status Volume::RestoreDirIvFile(int dirfd, const DirIv& iv) const {
 }
 
 Status Volume::RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const {
-  std::array<uint8_t, 12> rnd;
-  crypt::RandomBytes(rnd);
-  const std::string tmp = std::string(kDirIvFileName) + ".new." + crypt::HexEncode(rnd);
+  const std::string tmp = HiddenName(std::string(kDirIvFileName) + ".new.");
   SIGILFS_RETURN_IF_ERROR(WriteNew(dir, tmp, iv, /*durable=*/true));
   if (Status s = dir.Rename(tmp, dir, kDirIvFileName); !s.ok()) {
     (void)dir.Unlink(tmp);
@@ -181,9 +179,7 @@ Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view 
   // directory and into its IV file (which backups that drop attributes still carry); the file
   // is flushed first only where the attribute is not sure to be stored before the rename (an
   // fsync per mkdir was a tenth of copying a source tree in).
-  std::array<uint8_t, 12> rnd;
-  crypt::RandomBytes(rnd);
-  const std::string tmp = ".sigilfs.mkdir." + crypt::HexEncode(rnd);
+  const std::string tmp = HiddenName(".sigilfs.mkdir.");
   SIGILFS_RETURN_IF_ERROR(dir.MakeDir(tmp, 0700).WithContext("mkdir"));
   Status s;
   {
@@ -203,6 +199,44 @@ Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view 
     if (auto sub = dir.OpenDir(tmp); sub.ok()) (void)(*sub)->Unlink(kDirIvFileName);
     (void)dir.RemoveDir(tmp);
   }
+  return s;
+}
+
+std::string Volume::HiddenName(std::string_view prefix) {
+  std::array<uint8_t, 12> rnd;
+  crypt::RandomBytes(rnd);
+  return std::string(prefix) + crypt::HexEncode(rnd);
+}
+
+Result<std::string> Volume::MoveEmptyDirectoryAside(BackingDir& dir,
+                                                    const std::string& stored) const {
+  SIGILFS_ASSIGN_OR_RETURN(auto sub, dir.OpenDir(stored));
+  SIGILFS_RETURN_IF_ERROR(CheckEmptyDirectory(*sub));
+  std::string aside = HiddenName(".sigilfs.rmdir.");
+  SIGILFS_RETURN_IF_ERROR(dir.Rename(stored, dir, aside, BackingDir::kNoReplace));
+  return aside;
+}
+
+Status Volume::CheckEmptyDirectory(BackingDir& sub) {
+  // The cipher directory still holds its IV file: empty is nothing else.
+  bool empty = true;
+  SIGILFS_RETURN_IF_ERROR(sub.List(0, [&](const BackingEntry& e) {
+    empty = e.name == kDirIvFileName;
+    return empty;
+  }));
+  return empty ? Status::Ok() : Status::FromErrno(ENOTEMPTY, "rmdir");
+}
+
+Status Volume::RemoveDirectory(BackingDir& dir, const std::string& stored) const {
+  SIGILFS_ASSIGN_OR_RETURN(auto sub, dir.OpenDir(stored));
+  SIGILFS_RETURN_IF_ERROR(CheckEmptyDirectory(*sub));
+  // Read first, so that the IV file can be put back should the rmdir then fail. A directory
+  // whose IV is lost is removed all the same: there is nothing of it to keep.
+  auto iv = ReadDirIv(*sub);
+  if (Status s = sub->Unlink(kDirIvFileName); !s.ok() && s.code() != Code::kNotFound) return s;
+  Status s = dir.RemoveDir(stored);
+  // Entries made meanwhile, or a failing store: the IV goes back so the directory stays usable.
+  if (!s.ok() && iv.ok()) (void)RestoreDirIvFile(*sub, *iv);
   return s;
 }
 

@@ -29,11 +29,11 @@
 namespace sigilfs::fuse {
 namespace {
 
-// Whether the filesystem of `dirfd` stores `user.*` extended attributes: asking for one that is
-// not there answers ENODATA where it does (EOPNOTSUPP where it does not). Nothing is written.
-bool KeepsUserXattrs(int dirfd) {
-  char probe;
-  return ::fgetxattr(dirfd, "user.sigilfs.probe", &probe, sizeof probe) >= 0 || errno == ENODATA;
+// Whether the store of `dir` keeps `user.*` extended attributes: asking for one that is not
+// there answers ENODATA where it does (EOPNOTSUPP where it does not). Nothing is written.
+bool KeepsUserXattrs(core::BackingDir& dir) {
+  auto probe = dir.GetXattr("", "user.sigilfs.probe");
+  return probe.ok() || probe.status().sys_errno() == ENODATA;
 }
 
 // One descriptor per open file, and one or two per operation in flight: raise the soft limit
@@ -196,7 +196,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   fs_options.max_readahead = o.readahead_kib * 1024;
   // ACLs are extended attributes to the kernel, stored as `user.*` ones: offered only where the
   // backing filesystem keeps those, or every permission check of the kernel would fail.
-  fs_options.acls = o.xattrs && o.acls && KeepsUserXattrs(volume->root_fd());
+  fs_options.acls = o.xattrs && o.acls && KeepsUserXattrs(*core::BorrowPosixBackingDir(volume->root_fd()));
   fs_options.kernel_acls = fs_options.acls && o.kernel_acls;
   Filesystem fs(std::move(volume), fs_options);
 

@@ -1,11 +1,9 @@
 // The mounted filesystem's operations over the cipher directory (names, inodes, contents).
 #include "filesystem.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,7 +18,6 @@
 #include "log.h"
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/names.h"
-#include "sigilfs/core/unique_fd.h"
 #include "sigilfs/crypt/random.h"
 
 namespace sigilfs::fuse {
@@ -30,52 +27,7 @@ namespace {
 
 using core::DirIv;
 
-using Fd = core::UniqueFd;
-
-Status Errno(const char* what) { return Status::FromErrno(errno, what); }
-
-std::string ProcPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
-
-// openat(dirfd, path, flags) for a relative path of any length. The kernel refuses a path of
-// PATH_MAX bytes or more (ENAMETOOLONG), and cipher paths grow faster than plain ones (a third
-// for base64, and 16 bytes of SIV per name), so a plain path of about 2,900 bytes exceeds it.
-// Such a path is opened in steps: the longest prefix that fits, ending at a `/`, as an O_PATH
-// directory, then the rest from there, each step's descriptor closed by the next (nothing is
-// held once it returns). Intermediate components are not followed when they are symlinks,
-// which no cipher directory on the path of a node is.
-int OpenAtAnyLength(int dirfd, const std::string& path, int flags) {
-  if (path.size() < PATH_MAX) return ::openat(dirfd, path.c_str(), flags);
-  Fd step;
-  int at = dirfd;
-  std::string_view rest = path;
-  while (rest.size() >= PATH_MAX) {
-    const size_t slash = rest.rfind('/', PATH_MAX - 1);
-    if (slash == std::string_view::npos || slash == 0) {  // one component past PATH_MAX
-      errno = ENAMETOOLONG;
-      return -1;
-    }
-    const std::string prefix(rest.substr(0, slash));
-    const int next = ::openat(at, prefix.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (next < 0) return -1;
-    step = Fd(next);
-    at = next;
-    rest.remove_prefix(slash + 1);
-  }
-  const int fd = ::openat(at, std::string(rest).c_str(), flags);
-  const int err = errno;
-  step = Fd();
-  errno = err;
-  return fd;
-}
-
-// `open(flags)`, and where O_NOATIME among them is refused (EPERM: a file the daemon does not
-// own, without CAP_FOWNER), `open` without it: the access time then moves, as it must somewhere.
-template <typename Open>
-int OpenKeepingAtime(int flags, Open open) {
-  const int fd = open(flags);
-  if (fd >= 0 || errno != EPERM || (flags & O_NOATIME) == 0) return fd;
-  return open(flags & ~O_NOATIME);
-}
+Status Errno(int e, const char* what) { return Status::FromErrno(e, what); }
 
 // SIGILFS_DEBUG_OPS=1 logs every change the daemon makes to the cipher tree (names are the
 // stored, encrypted ones: no plaintext): for investigating divergences.
@@ -112,20 +64,17 @@ void RemoveName(Inode& inode, const Inode& parent, const std::string& stored)
 }  // namespace
 
 Inode::~Inode() {
-  if (removed_fd >= 0) ::close(removed_fd);
   if (removed_target_volume != nullptr) removed_target_volume->ReleaseSymlinkTarget(removed_target);
 }
 
-Filesystem::DirHandle::~DirHandle() {
-  if (fd >= 0) ::close(fd);
-}
-
 Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions options)
-    : volume_(std::move(volume)), options_(options), root_(std::make_shared<Inode>()) {
-  struct stat st;
-  if (::fstat(volume_->root_fd(), &st) == 0) {
-    root_->key_dev = st.st_dev;
-    root_->key_ino = st.st_ino;
+    : volume_(std::move(volume)),
+      root_dir_(core::BorrowPosixBackingDir(volume_->root_fd())),
+      options_(options),
+      root_(std::make_shared<Inode>()) {
+  if (auto st = root_dir_->Stat(""); st.ok()) {
+    root_->key_dev = st->st_dev;
+    root_->key_ino = st->st_ino;
   }
   root_->type = S_IFDIR;
   root_->table_.nlookup = 1;  // the kernel holds the root forever
@@ -321,7 +270,7 @@ std::string Filesystem::PathLocked(const Inode& inode) const {
   return path.empty() ? "." : path;
 }
 
-Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st_out) const {
+Result<Object> Filesystem::OpenInode(const Inode& inode, struct stat* st_out) const {
   Inode& node = const_cast<Inode&>(inode);
   // A node is reached by path, so a name that went stale (its entry replaced behind our back)
   // would silently resolve to another object: check that what was opened is this node's
@@ -331,41 +280,24 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
     if (&inode != root_.get()) {
       MutexLock lock(node.name_mu);
       if (node.names.empty()) {
-        if (node.removed_fd < 0) return Status(Code::kNotFound, "unlinked");
-        // Removed here while the kernel holds it: through the descriptor kept for it. O_PATH
-        // asks for the object itself; anything else reopens it (the magic link is followed).
-        const int fd = (flags & O_PATH) != 0
-                           ? ::fcntl(node.removed_fd, F_DUPFD_CLOEXEC, 0)
-                           : OpenKeepingAtime(flags & ~O_NOFOLLOW, [&](int f) {
-                               return ::open(ProcPath(node.removed_fd).c_str(), f | O_CLOEXEC);
-                             });
-        if (fd < 0) return Errno("open");
-        struct stat st;
-        if (::fstat(fd, &st) != 0) {
-          const Status s = Errno("stat");
-          ::close(fd);
-          return s;
+        if (!node.removed) return Status(Code::kNotFound, "unlinked");
+        // Removed here while the kernel holds it: through the handle kept for it.
+        if (st_out != nullptr) {
+          SIGILFS_ASSIGN_OR_RETURN(*st_out, node.removed->Stat(""));
         }
-        if ((flags & O_DIRECTORY) != 0 && !S_ISDIR(st.st_mode)) {
-          ::close(fd);
-          return Status::FromErrno(ENOTDIR, "open");
-        }
-        if (st_out != nullptr) *st_out = st;
-        return fd;
+        return node.removed;
       }
       first = node.names.front().stored;
     }
-    const std::string path = PathLocked(inode);
-    int fd = OpenKeepingAtime(flags | O_CLOEXEC | O_NOFOLLOW,
-                              [&](int f) { return OpenAtAnyLength(volume_->root_fd(), path, f); });
-    if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP) return Errno("open");
-    struct stat st;
-    if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_dev == inode.key_dev &&
-        st.st_ino == inode.key_ino) {
-      if (st_out != nullptr) *st_out = st;
-      return fd;
+    auto object = root_dir_->OpenObject(&inode == root_.get() ? "" : PathLocked(inode));
+    if (!object.ok()) {
+      const int e = object.status().sys_errno();
+      if (e != ENOENT && e != ENOTDIR && e != ELOOP) return object.status();
+    } else if (auto st = (*object)->Stat(""); st.ok() && st->st_dev == inode.key_dev &&
+                                                st->st_ino == inode.key_ino) {
+      if (st_out != nullptr) *st_out = *st;
+      return Object(std::move(object).value());
     }
-    if (fd >= 0) ::close(fd);
     if (&inode == root_.get()) return Status(Code::kIoError, "the cipher root moved");
     MutexLock lock(node.name_mu);
     if (!node.names.empty() && node.names.front().stored == first)
@@ -373,11 +305,11 @@ Result<int> Filesystem::OpenInode(const Inode& inode, int flags, struct stat* st
   }
 }
 
-Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
+Result<DirIv> Filesystem::DirIvOf(Inode& dir, core::BackingDir& backing) {
   MutexLock lock(dir.mu);
   if (!dir.iv) {
     bool from_attribute = false;
-    auto iv = volume_->ReadDirIv(dirfd, &from_attribute);
+    auto iv = volume_->ReadDirIv(backing, &from_attribute);
     if (!iv.ok()) {
       Log("directory %s: %s", PathLocked(dir).c_str(), iv.status().ToString().c_str());
       return iv.status();
@@ -385,7 +317,7 @@ Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
     if (from_attribute && !options_.read_only) {
       // A crash kept the directory but not its IV file's data: put the file back for backups
       // that do not carry attributes.
-      Status restored = volume_->RestoreDirIvFile(dirfd, *iv);
+      Status restored = volume_->RestoreDirIvFile(backing, *iv);
       Log("directory %s: IV file torn, IV taken from the directory's attribute; %s",
           PathLocked(dir).c_str(), restored.ok() ? "file restored" : restored.ToString().c_str());
     }
@@ -394,39 +326,23 @@ Result<DirIv> Filesystem::DirIvOf(Inode& dir, int dirfd) {
   return *dir.iv;
 }
 
-Filesystem::Place::Place(Place&& other) noexcept
-    : dirfd(std::exchange(other.dirfd, -1)),
-      dir(other.dir),
-      iv(other.iv),
-      stored(std::move(other.stored)) {}
-
-Filesystem::Place::~Place() {
-  if (dirfd >= 0) ::close(dirfd);
-}
-
 Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& name) {
   Place at;
-  SIGILFS_ASSIGN_OR_RETURN(at.dirfd, OpenInode(dir, O_PATH | O_DIRECTORY, &at.dir));
-  SIGILFS_ASSIGN_OR_RETURN(at.iv, DirIvOf(dir, at.dirfd));
+  SIGILFS_ASSIGN_OR_RETURN(at.dir, OpenInode(dir, &at.dir_st));
+  if (!S_ISDIR(at.dir_st.st_mode)) return Errno(ENOTDIR, "lookup");
+  SIGILFS_ASSIGN_OR_RETURN(at.iv, DirIvOf(dir, *at.dir));
   SIGILFS_ASSIGN_OR_RETURN(at.stored, volume_->StoredName(at.iv, name));
   return at;
 }
 
-uint64_t Filesystem::PersistentId(int at_fd, const std::string& at_name, const struct stat& st) {
-  struct {
-    file_handle h;
-    unsigned char bytes[MAX_HANDLE_SZ];
-  } fh{};
-  fh.h.handle_bytes = MAX_HANDLE_SZ;
-  int mount_id = 0;
-  if (::name_to_handle_at(at_fd, at_name.c_str(), &fh.h, &mount_id,
-                          at_name.empty() ? AT_EMPTY_PATH : 0) != 0)
-    return 0;
+uint64_t Filesystem::PersistentId(core::BackingDir& at, const std::string& at_name,
+                                  const struct stat& st) {
+  auto handle = at.Handle(at_name);
   // FILEID_INO32_GEN: the 32-bit inode number, then the generation.
-  if (fh.h.handle_type != 1 || fh.h.handle_bytes != 8) return 0;
+  if (!handle.ok() || handle->type != 1 || handle->bytes.size() != 8) return 0;
   uint32_t ino = 0, gen = 0;
-  std::memcpy(&ino, fh.h.f_handle, 4);
-  std::memcpy(&gen, fh.h.f_handle + 4, 4);
+  std::memcpy(&ino, handle->bytes.data(), 4);
+  std::memcpy(&gen, handle->bytes.data() + 4, 4);
   if (ino != st.st_ino) return 0;
   const uint64_t id = (uint64_t{gen & 0x7fffffffU} << 32) | ino;
   return id > 1 ? id : 0;  // 0 and 1 (the root) are the kernel's
@@ -434,7 +350,8 @@ uint64_t Filesystem::PersistentId(int at_fd, const std::string& at_name, const s
 
 Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::shared_ptr<Inode>& parent,
-                                                  const std::string& stored, int at_fd,
+                                                  const std::string& stored,
+                                                  core::BackingDir& at,
                                                   const std::string& at_name) {
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
   MutexLock lock(table_mu_);
@@ -457,12 +374,9 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
             first.stored == stored) {
           alive = true;
         } else {
-          auto dirfd = OpenInode(*first.parent, O_PATH | O_DIRECTORY);
-          struct stat now;
-          if (dirfd.ok()) {
-            alive = ::fstatat(*dirfd, first.stored.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    now.st_dev == st.st_dev && now.st_ino == st.st_ino;
-            ::close(*dirfd);
+          if (auto dir = OpenInode(*first.parent); dir.ok()) {
+            auto now = (*dir)->Stat(first.stored);
+            alive = now.ok() && now->st_dev == st.st_dev && now->st_ino == st.st_ino;
           }
         }
       }
@@ -501,7 +415,7 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
     // An id that persists across mounts, unless a node the kernel still holds has it (this
     // object, displaced above without proof that it is the same): its generation is then a
     // function of the id under the vault's key, the same in every mount of this vault alone.
-    const uint64_t id = PersistentId(at_fd, at_name, st);
+    const uint64_t id = PersistentId(at, at_name, st);
     WriterLock ids(ids_mu_);
     if (id != 0 && !known_.contains(id)) {
       slot->nodeid = id;
@@ -521,8 +435,8 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
   return slot;
 }
 
-Result<struct stat> Filesystem::Translate(struct stat st, int dirfd, const std::string& stored,
-                                          const Inode* inode) {
+Result<struct stat> Filesystem::Translate(struct stat st, core::BackingDir& dir,
+                                          const std::string& stored, const Inode* inode) {
   if (S_ISREG(st.st_mode)) {
     std::shared_ptr<core::FileContents> open;
     if (inode != nullptr) {
@@ -532,7 +446,7 @@ Result<struct stat> Filesystem::Translate(struct stat st, int dirfd, const std::
     if (open) {
       st.st_size = static_cast<off_t>(open->size());  // includes what is not written back yet
     } else {
-      auto size = volume_->PlainSize(dirfd, stored, st);
+      auto size = volume_->PlainSize(dir, stored, st);
       if (!size.ok()) {
         Log("%s: %s", stored.c_str(), size.status().ToString().c_str());
         return size.status();
@@ -540,22 +454,19 @@ Result<struct stat> Filesystem::Translate(struct stat st, int dirfd, const std::
       st.st_size = static_cast<off_t>(*size);
     }
   } else if (S_ISLNK(st.st_mode)) {
-    char buf[4096];
-    ssize_t n = ::readlinkat(dirfd, stored.c_str(), buf, sizeof buf);
-    if (n < 0) return Errno("readlink");
-    auto target = volume_->DecryptSymlinkTarget(std::string_view(buf, static_cast<size_t>(n)));
+    SIGILFS_ASSIGN_OR_RETURN(std::string sealed, dir.ReadSymlink(stored));
+    auto target = volume_->DecryptSymlinkTarget(sealed);
     if (!target.ok()) return target.status();
     st.st_size = static_cast<off_t>(target->size());
   }
   return st;
 }
 
-Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, int dirfd,
+Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, core::BackingDir& dir,
                                   const std::string& stored) {
-  struct stat st;
-  if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("lookup");
-  SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored, dirfd, stored));
-  auto attr = Translate(st, dirfd, stored, inode.get());
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.Stat(stored));
+  SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored, dir, stored));
+  auto attr = Translate(st, dir, stored, inode.get());
   if (!attr.ok()) {
     const Code code = attr.status().code();
     if (S_ISREG(st.st_mode) && (code == Code::kCorrupt || code == Code::kAuthFailed)) {
@@ -574,7 +485,7 @@ Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, int dirf
 Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
+  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
 }
 
 namespace {
@@ -604,26 +515,6 @@ Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
 }
 
 namespace {
-// The names of `fd`'s path below `root_fd`'s, from their /proc links; empty if it is not below.
-std::vector<std::string> PathBelow(int root_fd, int fd) {
-  char buf[PATH_MAX], rbuf[PATH_MAX];
-  const ssize_t n = ::readlink(ProcPath(fd).c_str(), buf, sizeof buf);
-  const ssize_t rn = ::readlink(ProcPath(root_fd).c_str(), rbuf, sizeof rbuf);
-  if (n <= 0 || rn <= 0 || n >= static_cast<ssize_t>(sizeof buf) ||
-      rn >= static_cast<ssize_t>(sizeof rbuf))
-    return {};
-  const std::string_view path(buf, static_cast<size_t>(n)), root(rbuf, static_cast<size_t>(rn));
-  if (path.size() <= root.size() + 1 || !path.starts_with(root) || path[root.size()] != '/')
-    return {};
-  std::vector<std::string> parts;
-  for (size_t at = root.size() + 1; at <= path.size();) {
-    const size_t slash = std::min(path.find('/', at), path.size());
-    parts.emplace_back(path.substr(at, slash - at));
-    at = slash + 1;
-  }
-  return parts;
-}
-
 // Entries of the vault's tree that a search for a file may visit: an entry name of the vault's
 // own (a `.` in it) only if it is a long name's entry.
 bool IsEntryName(std::string_view stored) {
@@ -631,8 +522,8 @@ bool IsEntryName(std::string_view stored) {
 }
 }  // namespace
 
-std::vector<std::string> Filesystem::PathInVault(int fd) const {
-  return PathBelow(volume_->root_fd(), fd);
+std::vector<std::string> Filesystem::PathInVault(core::BackingDir& object) const {
+  return root_dir_->PathTo(object);
 }
 
 std::vector<std::string> Filesystem::FindInVault(uint64_t ino) const {
@@ -644,28 +535,19 @@ std::vector<std::string> Filesystem::FindInVault(uint64_t ino) const {
   while (!dirs.empty() && seen < kFindBudget) {
     const std::string dir = std::move(dirs.front());
     dirs.pop_front();
-    // A descriptor of its own (a duplicate of the root's would share its position).
-    const int raw = OpenAtAnyLength(volume_->root_fd(), dir.empty() ? "." : dir,
-                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (raw < 0) continue;
-    DIR* d = ::fdopendir(raw);
-    if (d == nullptr) {
-      ::close(raw);
-      continue;
-    }
+    auto d = root_dir_->OpenObject(dir);
+    if (!d.ok()) continue;
     std::vector<std::string> found;
-    while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): private stream
-      const std::string_view name = e->d_name;
-      if (name == "." || name == ".." || !IsEntryName(name)) continue;
+    (void)(*d)->List(0, [&](const core::BackingEntry& e) {
+      if (!IsEntryName(e.name)) return true;
       ++seen;
-      if (e->d_ino == ino && e->d_type != DT_DIR) {
-        found.emplace_back(name);
-        break;
+      if (e.ino == ino && !S_ISDIR(e.type) && e.type != 0) {
+        found.push_back(e.name);
+        return false;
       }
-      if (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN)
-        dirs.push_back(dir.empty() ? std::string(name) : dir + "/" + std::string(name));
-    }
-    ::closedir(d);
+      if (S_ISDIR(e.type) || e.type == 0) dirs.push_back(dir.empty() ? e.name : dir + "/" + e.name);
+      return true;
+    });
     if (!found.empty()) {
       std::vector<std::string> parts;
       for (size_t at = 0; !dir.empty() && at <= dir.size();) {
@@ -683,33 +565,31 @@ std::vector<std::string> Filesystem::FindInVault(uint64_t ino) const {
 Result<Entry> Filesystem::ResolvePersistentId(uint64_t nodeid) {
   // The backing handle the id was made from, with either top bit of the generation.
   const auto ino = static_cast<uint32_t>(nodeid);
-  int raw = -1;
+  std::unique_ptr<core::BackingDir> object;
   for (const uint32_t top : {0U, 0x80000000U}) {
-    struct {
-      file_handle h;
-      unsigned char bytes[8];
-    } fh{};
-    fh.h.handle_bytes = 8;
-    fh.h.handle_type = 1;  // FILEID_INO32_GEN
+    core::BackingDir::ObjectHandle handle;
+    handle.type = 1;  // FILEID_INO32_GEN
+    handle.bytes.resize(8);
     const uint32_t gen = static_cast<uint32_t>(nodeid >> 32) | top;
-    std::memcpy(fh.h.f_handle, &ino, 4);
-    std::memcpy(fh.h.f_handle + 4, &gen, 4);
-    raw = ::open_by_handle_at(volume_->root_fd(), &fh.h, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (raw >= 0) break;
+    std::memcpy(handle.bytes.data(), &ino, 4);
+    std::memcpy(handle.bytes.data() + 4, &gen, 4);
+    if (auto opened = root_dir_->OpenByHandle(handle); opened.ok()) {
+      object = std::move(opened).value();
+      break;
+    }
   }
-  if (raw < 0) return Stale("no such object (or no CAP_DAC_READ_SEARCH to find it)");
-  Fd object(raw);
-  struct stat st;
-  if (::fstat(object.get(), &st) != 0 || st.st_dev != root_->key_dev || st.st_ino != ino)
+  if (!object) return Stale("no such object (or no CAP_DAC_READ_SEARCH to find it)");
+  auto st = object->Stat("");
+  if (!st.ok() || st->st_dev != root_->key_dev || st->st_ino != ino)
     return Stale("not an object of the vault's filesystem");
   // Where it is: the path the backing filesystem knows it by (a directory's always, as it is
   // reconnected to its parents; a file's while its directory entry is cached), checked below by
   // walking it from the cipher root to this very object, which is what proves the object is the
   // vault's (not another vault's on the same filesystem, nor anything else there). Otherwise the
   // vault is searched for the inode number.
-  auto found = WalkToPersistentId(PathInVault(object.get()), st, nodeid);
-  if (!found.ok() && !S_ISDIR(st.st_mode))
-    found = WalkToPersistentId(FindInVault(st.st_ino), st, nodeid);
+  auto found = WalkToPersistentId(PathInVault(*object), *st, nodeid);
+  if (!found.ok() && !S_ISDIR(st->st_mode))
+    found = WalkToPersistentId(FindInVault(st->st_ino), *st, nodeid);
   return found;
 }
 
@@ -724,17 +604,18 @@ Result<Entry> Filesystem::WalkToPersistentId(const std::vector<std::string>& par
     return Stale(why);
   };
   std::shared_ptr<Inode> parent = root_;
-  Fd dir(::dup(volume_->root_fd()));
+  Object dir = root_dir_;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& stored = parts[i];
     if (stored.empty() || !IsEntryName(stored)) return stale("not a name of the vault");
-    auto entry = EntryAt(parent, dir.get(), stored);
+    auto entry = EntryAt(parent, *dir, stored);
     if (!entry.ok()) return stale("the path does not lead to it");
     chain.push_back(std::move(entry).value());
     if (i + 1 < parts.size()) {
       if (!S_ISDIR(chain.back().attr.st_mode)) return stale("the path does not lead to it");
-      dir = Fd(::openat(dir.get(), stored.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (dir.get() < 0) return stale("the path does not lead to it");
+      auto sub = dir->OpenDir(stored);
+      if (!sub.ok()) return stale("the path does not lead to it");
+      dir = std::move(sub).value();
       parent = chain.back().inode;
     }
   }
@@ -751,11 +632,8 @@ Result<Entry> Filesystem::WalkToPersistentId(const std::vector<std::string>& par
 Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
   ReaderLock tree(tree_mu_);
   if (&dir == root_.get()) return EntryOf(root_);
-  {
-    // Drops names that no longer lead to it, so the first one is its parent.
-    SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(dir, O_PATH));
-    ::close(raw);
-  }
+  // Drops names that no longer lead to it, so the first one is its parent.
+  SIGILFS_RETURN_IF_ERROR(OpenInode(dir).status());
   std::shared_ptr<Inode> parent;
   {
     MutexLock lock(dir.name_mu);
@@ -767,23 +645,20 @@ Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
 
 Result<Entry> Filesystem::EntryOf(const std::shared_ptr<Inode>& node) {
   if (node == root_) {
-    struct stat st;
-    if (::fstat(volume_->root_fd(), &st) != 0) return Errno("stat");
+    SIGILFS_ASSIGN_OR_RETURN(struct stat st, root_dir_->Stat(""));
     return Entry{root_, st};  // the kernel counts no lookups of the root
   }
   // OpenInode drops the names that no longer lead to the node; the first left leads to it.
-  auto fd = OpenInode(*node, O_PATH);
-  if (!fd.ok()) return fd.status().code() == Code::kNotFound ? Stale("unlinked") : fd.status();
-  ::close(*fd);
+  if (auto object = OpenInode(*node); !object.ok())
+    return object.status().code() == Code::kNotFound ? Stale("unlinked") : object.status();
   Inode::Name first;
   {
     MutexLock lock(node->name_mu);
     if (node->names.empty()) return Stale("unlinked");
     first = node->names.front();
   }
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(*first.parent, O_PATH | O_DIRECTORY));
-  Fd dirfd(raw);
-  SIGILFS_ASSIGN_OR_RETURN(Entry entry, EntryAt(first.parent, dirfd.get(), first.stored));
+  SIGILFS_ASSIGN_OR_RETURN(Object dir, OpenInode(*first.parent));
+  SIGILFS_ASSIGN_OR_RETURN(Entry entry, EntryAt(first.parent, *dir, first.stored));
   if (entry.inode != node) {  // replaced meanwhile: the handle's object is gone
     Forget(NodeId(*entry.inode), 1);
     return Stale("the name now leads to another object");
@@ -791,48 +666,48 @@ Result<Entry> Filesystem::EntryOf(const std::shared_ptr<Inode>& node) {
   return entry;
 }
 
-Result<Entry> Filesystem::DoLookupStored(Inode& parent, int dirfd, const std::string& stored) {
+Result<Entry> Filesystem::DoLookupStored(Inode& parent, core::BackingDir& dir,
+                                         const std::string& stored) {
   ReaderLock tree(tree_mu_);
-  return EntryAt(parent.shared_from_this(), dirfd, stored);
+  return EntryAt(parent.shared_from_this(), dir, stored);
 }
 
 Result<struct stat> Filesystem::DoGetattr(Inode& inode) {
-  struct stat st;
   {
     MutexLock lock(inode.mu);
-    if (inode.stat_fd >= 0) {
-      if (::fstat(inode.stat_fd, &st) != 0) return Errno("stat");
+    if (inode.object) {
+      SIGILFS_ASSIGN_OR_RETURN(struct stat st, inode.object->Stat(""));
       st.st_size = static_cast<off_t>(inode.contents->size());
       return st;
     }
   }
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
-  Fd fd(raw);
-  return Translate(st, fd.get(), "", &inode);
+  struct stat st;
+  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(inode, &st));
+  return Translate(st, *object, "", &inode);
 }
 
 Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode) {
   if (inode.contents) return inode.contents;
-  int fd = -1;
-  {
-    const int noatime = NoAtime(false);
-    auto rw = OpenInode(inode, (options_.read_only ? O_RDONLY : O_RDWR) | noatime);
-    if (!rw.ok() && !options_.read_only &&
-        (rw.status().sys_errno() == EACCES || rw.status().sys_errno() == EROFS))
-      rw = OpenInode(inode, O_RDONLY | noatime);  // writes will then fail, as they should
-    SIGILFS_ASSIGN_OR_RETURN(fd, rw);
+  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(inode));
+  core::FileOpenMode how;
+  how.write = !options_.read_only;
+  how.keep_atime = NoAtime(false);
+  auto file = object->OpenFile("", how);
+  if (!file.ok() && how.write &&
+      (file.status().sys_errno() == EACCES || file.status().sys_errno() == EROFS)) {
+    how.write = false;  // writes will then fail, as they should
+    file = object->OpenFile("", how);
   }
-  int stat_fd = ::dup(fd);
+  SIGILFS_RETURN_IF_ERROR(file.status());
   auto contents =
-      volume_->pages().Open(core::NewPosixBackingFile(fd), "file " + std::to_string(inode.key_ino));
+      volume_->pages().Open(std::move(file).value(), "file " + std::to_string(inode.key_ino));
   if (!contents.ok()) {
-    ::close(stat_fd);
     Log("%s", contents.status().ToString().c_str());
     return contents.status();
   }
   inode.contents = std::move(contents).value();
-  inode.stat_fd = stat_fd;
+  inode.object = std::move(object);
   inode.is_open = true;
   open_files_.fetch_add(1, std::memory_order_relaxed);
   return inode.contents;
@@ -864,18 +739,14 @@ void Filesystem::CloseContentsLocked(Inode& inode) {
   if (inode.contents) open_files_.fetch_sub(1, std::memory_order_relaxed);
   inode.contents.reset();
   inode.is_open = false;
-  if (inode.stat_fd >= 0) ::close(inode.stat_fd);
-  inode.stat_fd = -1;
+  inode.object.reset();
 }
 
-Status Filesystem::Chown(int dirfd, const std::string& stored, const Caller& caller,
-                         const struct stat& dir) {
+Status Filesystem::Chown(const Place& at, const Caller& caller) {
   if (!options_.set_owner) return Status::Ok();
   // New entries belong to whoever made them; in a setgid directory, to its group.
-  const gid_t gid = (dir.st_mode & S_ISGID) != 0 ? dir.st_gid : caller.gid;
-  if (::fchownat(dirfd, stored.c_str(), caller.uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
-    return Errno("chown");
-  return Status::Ok();
+  const gid_t gid = (at.dir_st.st_mode & S_ISGID) != 0 ? at.dir_st.st_gid : caller.gid;
+  return at.dir->SetOwner(at.stored, caller.uid, gid);
 }
 
 Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_t mode, int flags,
@@ -883,51 +754,58 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   if (options_.read_only) return Status::FromErrno(EROFS, "create");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, S_IFREG, mode, caller));
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
-  const int dirfd = at.dirfd;
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(*at.dir, S_IFREG, mode, caller));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(*at.dir, at.iv, name));
   const std::string& stored = at.stored;
   // Cipher files are always opened for reading too: partial writes read the old page.
-  const int kOpen = O_RDWR | O_CLOEXEC | O_NOFOLLOW | NoAtime(false);
-  int fd = ::openat(dirfd, stored.c_str(), kOpen | O_CREAT | O_EXCL, modes.initial());
-  const bool created = fd >= 0;
-  if (fd < 0 && errno == EEXIST && (flags & O_EXCL) == 0) {
-    // Lost a race with another creator.
-    fd = OpenKeepingAtime(kOpen, [&](int f) { return ::openat(dirfd, stored.c_str(), f); });
+  core::FileOpenMode how;
+  how.create = how.exclusive = true;
+  how.mode = modes.initial();
+  how.keep_atime = NoAtime(false);
+  auto file = at.dir->OpenFile(stored, how);
+  const bool created = file.ok();
+  const bool existed = !file.ok() && file.status().code() == Code::kExists;
+  if (existed && (flags & O_EXCL) == 0) {
+    how.create = how.exclusive = false;  // lost a race with another creator
+    file = at.dir->OpenFile(stored, how);
   }
-  if (fd < 0) return Errno("create");
+  if (!file.ok()) {
+    if (!existed) volume_->ReleaseName(*at.dir, stored);  // a long name's side file, unused
+    return file.status();
+  }
   if (DebugOps())
-    Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir.st_ino, stored.c_str(),
+    Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir_st.st_ino, stored.c_str(),
         created ? 1 : 0);
-  Fd file(fd);
-  if (created) {
-    Status s = Chown(dirfd, stored, caller, at.dir);
-    if (s.ok()) s = FinishNew(*core::BorrowPosixBackingDir(fd), modes);
-    if (!s.ok()) {
-      // Not half made: a file without its ACL could give a named user what the ACL denies.
-      ::unlinkat(dirfd, stored.c_str(), 0);
-      volume_->ReleaseName(dirfd, stored);
-      return s;
-    }
+  // The object opened: renames and removals wait for tree_mu_, so the name still leads to it.
+  auto object = at.dir->OpenObject(stored);
+  Status s = object.status();
+  if (s.ok() && created) {
+    s = Chown(at, caller);
+    if (s.ok()) s = FinishNew(**object, modes);
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return Errno("stat");
+  if (!s.ok()) {
+    if (created) {
+      // Not half made: a file without its ACL could give a named user what the ACL denies.
+      (void)at.dir->Unlink(stored);
+      volume_->ReleaseName(*at.dir, stored);
+    }
+    return s;
+  }
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, (*object)->Stat(""));
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
-                           Intern(st, parent.shared_from_this(), stored, fd, ""));
+                           Intern(st, parent.shared_from_this(), stored, **object, ""));
   Status failed = Status::Ok();
   std::shared_ptr<core::FileContents> contents;
   {
     MutexLock lock(inode->mu);
     if (!inode->contents) {
-      const int stat_fd = ::dup(fd);
-      auto contents = volume_->pages().Open(core::NewPosixBackingFile(file.release()),
-                                            "file " + std::to_string(st.st_ino));
+      auto contents =
+          volume_->pages().Open(std::move(file).value(), "file " + std::to_string(st.st_ino));
       if (!contents.ok()) {
-        ::close(stat_fd);
         failed = contents.status();
       } else {
         inode->contents = std::move(contents).value();
-        inode->stat_fd = stat_fd;
+        inode->object = std::move(object).value();
         inode->is_open = true;
         open_files_.fetch_add(1, std::memory_order_relaxed);
       }
@@ -943,12 +821,17 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
     return failed;
   }
   // The node now holds a lookup and an open for the kernel: a failure gives both back.
-  Status s = Status::Ok();
   if ((flags & O_TRUNC) != 0 && !created) s = contents->Truncate(0);
   struct stat attr {};
-  if (s.ok() && ::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) s = Errno("stat");
   if (s.ok()) {
-    auto translated = Translate(st, dirfd, stored, inode.get());
+    auto now = at.dir->Stat(stored);
+    if (now.ok())
+      st = *now;
+    else
+      s = now.status();
+  }
+  if (s.ok()) {
+    auto translated = Translate(st, *at.dir, stored, inode.get());
     if (translated.ok())
       attr = *translated;
     else
@@ -1022,20 +905,18 @@ Result<std::optional<mode_t>> Filesystem::ClearSetId(Inode& inode, const Caller&
     // An open file (every write's): its descriptor, without walking the path. Writes by callers
     // without CAP_FSETID all come here.
     MutexLock lock(inode.mu);
-    if (inode.stat_fd >= 0) {
-      struct stat st;
-      if (::fstat(inode.stat_fd, &st) != 0) return Errno("stat");
+    if (inode.object) {
+      SIGILFS_ASSIGN_OR_RETURN(struct stat st, inode.object->Stat(""));
       const std::optional<mode_t> mode = cleared(st);
-      if (mode && ::fchmod(inode.stat_fd, *mode) != 0) return Errno("chmod");
+      if (mode) SIGILFS_RETURN_IF_ERROR(inode.object->SetMode("", *mode));
       return mode;
     }
   }
   ReaderLock tree(tree_mu_);
   struct stat st;
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, &st));
-  Fd fd(raw);
+  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(inode, &st));
   const std::optional<mode_t> mode = cleared(st);
-  if (mode && ::chmod(ProcPath(fd.get()).c_str(), *mode) != 0) return Errno("chmod");
+  if (mode) SIGILFS_RETURN_IF_ERROR(object->SetMode("", *mode));
   return mode;
 }
 
@@ -1090,12 +971,11 @@ std::vector<Filesystem::KernelName> Filesystem::NamesOf(Inode& inode) {
   }
   std::vector<KernelName> out;
   for (const Inode::Name& n : names) {
-    auto dirfd = OpenInode(*n.parent, O_PATH | O_DIRECTORY);
-    if (!dirfd.ok()) continue;
-    Fd dir(*dirfd);
-    auto iv = DirIvOf(*n.parent, dir.get());
+    auto dir = OpenInode(*n.parent);
+    if (!dir.ok()) continue;
+    auto iv = DirIvOf(*n.parent, **dir);
     if (!iv.ok()) continue;
-    auto plain = volume_->PlainName(dir.get(), *iv, n.stored);
+    auto plain = volume_->PlainName(**dir, *iv, n.stored);
     if (plain.ok()) out.push_back({NodeId(*n.parent), std::move(plain).value()});
   }
   return out;
@@ -1145,19 +1025,13 @@ Result<std::vector<uint8_t>> Filesystem::ReadXattr(core::BackingDir& object,
   return value;
 }
 
-Result<std::unique_ptr<core::BackingDir>> Filesystem::ObjectOf(const Inode& inode,
-                                                               struct stat* st) const {
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_PATH, st));
-  return core::NewPosixBackingDir(raw);
-}
-
 Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                           const Caller& caller) {
   auto parsed = acl::Parse(value);
   if (!parsed.ok()) return parsed.status();
   ReaderLock tree(tree_mu_);
   struct stat st;
-  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode, &st));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode, &st));
   const mode_t current = st.st_mode & 07777;
   const std::vector<uint8_t> bytes = acl::Serialize(*parsed);
   if (name == kDefaultAcl) {
@@ -1187,14 +1061,14 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   return tree_->StoreAcl(*object, name, equivalent ? nullptr : &bytes, flags, mode);
 }
 
-Result<Filesystem::NewModes> Filesystem::ModesForNew(int parent_dirfd, mode_t type, mode_t mode,
-                                                     const Caller& caller) {
+Result<Filesystem::NewModes> Filesystem::ModesForNew(core::BackingDir& parent, mode_t type,
+                                                     mode_t mode, const Caller& caller) {
   NewModes out;
   out.mode = mode & 07777;
   if (acls()) {
     // With POSIX ACLs the kernel neither applies the umask nor inherits default ACLs for FUSE:
     // posix_acl_create is the daemon's.
-    auto inherited = ReadXattr(*core::BorrowPosixBackingDir(parent_dirfd), kDefaultAcl);
+    auto inherited = ReadXattr(parent, kDefaultAcl);
     if (inherited.ok()) {
       auto parsed = acl::Parse(*inherited);
       if (!parsed.ok()) {
@@ -1240,7 +1114,7 @@ Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan va
   }
   if (S_ISLNK(inode.type)) return Status::FromErrno(EPERM, "setxattr on a symlink");
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
   return tree_->SetXattr(*object, name, value, flags);
 }
 
@@ -1248,14 +1122,14 @@ Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::str
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
   return ReadXattr(*object, name);
 }
 
 Result<std::string> Filesystem::DoListxattr(Inode& inode) {
   if (S_ISLNK(inode.type)) return std::string();
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
   SIGILFS_ASSIGN_OR_RETURN(
       std::vector<std::string> names,
       tree_->ListXattrs(*object, [](const std::string& stored, const Status& s) {
@@ -1280,12 +1154,12 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
     // As on ext4, removing an ACL that is not there is no error (and changes no mode).
     ReaderLock tree(tree_mu_);
     struct stat st;
-    SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode, &st));
+    SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode, &st));
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return Status::Ok();  // never stored
     return tree_->StoreAcl(*object, name, nullptr, 0, st.st_mode & 07777);
   }
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
   return tree_->RemoveXattr(*object, name);
 }
 
@@ -1342,17 +1216,13 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
   if ((to_set & (kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime)) != 0) {
     ReaderLock tree(tree_mu_);
     // The object itself (an unlinked open file too): its open descriptor, or one of its own.
-    std::unique_ptr<core::BackingDir> object;
+    Object object;
     {
       MutexLock lock(inode.mu);
-      if (inode.stat_fd >= 0) {
-        // Out of descriptors: reached by its names instead, below.
-        if (const int raw = ::fcntl(inode.stat_fd, F_DUPFD_CLOEXEC, 0); raw >= 0)
-          object = core::NewPosixBackingDir(raw);
-      }
+      object = inode.object;
     }
     if (!object) {
-      SIGILFS_ASSIGN_OR_RETURN(object, ObjectOf(inode));
+      SIGILFS_ASSIGN_OR_RETURN(object, OpenInode(inode));
     }
     if ((to_set & kSetMode) != 0 && !S_ISLNK(inode.type)) {
       const mode_t mode = attr.st_mode & 07777;
@@ -1404,8 +1274,8 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
           if (inode.names.empty()) return Status::FromErrno(ENOENT, "utimens");
           where = inode.names.front();
         }
-        SIGILFS_ASSIGN_OR_RETURN(int dir_raw, OpenInode(*where.parent, O_PATH | O_DIRECTORY));
-        SIGILFS_RETURN_IF_ERROR(core::NewPosixBackingDir(dir_raw)->SetTimes(where.stored, ts));
+        SIGILFS_ASSIGN_OR_RETURN(Object dir, OpenInode(*where.parent));
+        SIGILFS_RETURN_IF_ERROR(dir->SetTimes(where.stored, ts));
       } else {
         SIGILFS_RETURN_IF_ERROR(object->SetTimes("", ts));
       }
@@ -1416,7 +1286,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
 
 Result<std::string> Filesystem::DoReadlink(Inode& inode) {
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(auto object, ObjectOf(inode));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, object->ReadSymlink(""));
   auto target = volume_->DecryptSymlinkTarget(sealed);
   if (!target.ok()) Log("readlink: %s", target.status().ToString().c_str());
@@ -1428,7 +1298,7 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, mode & S_IFMT, mode, caller));
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(*at.dir, mode & S_IFMT, mode, caller));
   if (!S_ISREG(mode) && !modes.access_acl.empty()) {
     // The backing filesystem keeps no `user.*` attributes on special files: they get the mode
     // the inherited ACL allows, without its named entries. Their group bits become what the
@@ -1439,21 +1309,26 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
     modes.mode = (modes.mode & ~static_cast<mode_t>(S_IRWXG)) | (group << 3);
     modes.access_acl.clear();
   }
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, name));
-  if (::mknodat(at.dirfd, at.stored.c_str(), (mode & S_IFMT) | modes.initial(), rdev) != 0)
-    return Errno("mknod");
-  if (DebugOps()) Log("op mknod dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
-  Status s = Chown(at.dirfd, at.stored, caller, at.dir);
-  if (s.ok()) {
-    const int raw = ::openat(at.dirfd, at.stored.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    s = raw < 0 ? Errno("mknod") : FinishNew(*core::NewPosixBackingDir(raw), modes);
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(*at.dir, at.iv, name));
+  if (Status made = at.dir->MakeNode(at.stored, (mode & S_IFMT) | modes.initial(), rdev);
+      !made.ok()) {
+    if (made.code() != Code::kExists) volume_->ReleaseName(*at.dir, at.stored);
+    return made;
   }
-  if (!s.ok()) {
-    ::unlinkat(at.dirfd, at.stored.c_str(), 0);
-    volume_->ReleaseName(at.dirfd, at.stored);
+  if (DebugOps())
+    Log("op mknod dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored.c_str());
+  if (Status s = FinishMade(at, modes, caller); !s.ok()) {
+    (void)at.dir->Unlink(at.stored);
+    volume_->ReleaseName(*at.dir, at.stored);
     return s;
   }
-  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
+  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
+}
+
+Status Filesystem::FinishMade(const Place& at, const NewModes& modes, const Caller& caller) {
+  SIGILFS_RETURN_IF_ERROR(Chown(at, caller));
+  SIGILFS_ASSIGN_OR_RETURN(auto object, at.dir->OpenObject(at.stored));
+  return FinishNew(*object, modes);
 }
 
 Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t mode,
@@ -1461,24 +1336,19 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dirfd, S_IFDIR, mode, caller));
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(*at.dir, S_IFDIR, mode, caller));
   // A setgid directory passes its bit on to subdirectories, as on ext4.
-  modes.mode |= at.dir.st_mode & S_ISGID;
-  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(at.dirfd, at.iv, name, modes.initial()));
-  if (DebugOps()) Log("op mkdir dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
-  Status s = Chown(at.dirfd, at.stored, caller, at.dir);
-  if (s.ok()) {
-    const int raw =
-        ::openat(at.dirfd, at.stored.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    s = raw < 0 ? Errno("mkdir") : FinishNew(*core::NewPosixBackingDir(raw), modes);
-  }
-  if (!s.ok()) {
+  modes.mode |= at.dir_st.st_mode & S_ISGID;
+  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(*at.dir, at.iv, name, modes.initial()));
+  if (DebugOps())
+    Log("op mkdir dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored.c_str());
+  if (Status s = FinishMade(at, modes, caller); !s.ok()) {
     // Not half made: without its default ACL, entries made in it would get the umask instead.
-    (void)RemoveEmptyDirectoryLocked(at.dirfd, at.stored);
-    volume_->ReleaseName(at.dirfd, at.stored);
+    (void)volume_->RemoveDirectory(*at.dir, at.stored);
+    volume_->ReleaseName(*at.dir, at.stored);
     return s;
   }
-  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
+  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
 }
 
 Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
@@ -1487,71 +1357,74 @@ Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_->EncryptSymlinkTarget(target));
-  Status s = volume_->PrepareName(at.dirfd, at.iv, name);
-  if (s.ok() && ::symlinkat(sealed.c_str(), at.dirfd, at.stored.c_str()) != 0) s = Errno("symlink");
+  Status s = volume_->PrepareName(*at.dir, at.iv, name);
+  if (s.ok()) s = at.dir->MakeSymlink(at.stored, sealed);
   if (!s.ok()) {
     volume_->ReleaseSymlinkTarget(sealed);  // a long target's side file
     return s;
   }
   if (DebugOps())
-    Log("op symlink dir=%llu %s", (unsigned long long)at.dir.st_ino, at.stored.c_str());
-  SIGILFS_RETURN_IF_ERROR(Chown(at.dirfd, at.stored, caller, at.dir));
-  return EntryAt(parent.shared_from_this(), at.dirfd, at.stored);
+    Log("op symlink dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored.c_str());
+  SIGILFS_RETURN_IF_ERROR(Chown(at, caller));
+  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
 }
 
 Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::string& new_name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "link");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(new_parent, new_name));
-  SIGILFS_ASSIGN_OR_RETURN(int src_raw, OpenInode(inode, O_PATH));
-  Fd src(src_raw);
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(at.dirfd, at.iv, new_name));
-  if (::linkat(src.get(), "", at.dirfd, at.stored.c_str(), AT_EMPTY_PATH) != 0)
-    return Errno("link");
-  return EntryAt(new_parent.shared_from_this(), at.dirfd, at.stored);
+  // The object by its first name that still leads to it (OpenInode drops the others).
+  SIGILFS_RETURN_IF_ERROR(OpenInode(inode).status());
+  Inode::Name from;
+  {
+    MutexLock lock(inode.name_mu);
+    if (inode.names.empty()) return Errno(ENOENT, "link of a removed file");
+    from = inode.names.front();
+  }
+  SIGILFS_ASSIGN_OR_RETURN(Object from_dir, OpenInode(*from.parent));
+  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(*at.dir, at.iv, new_name));
+  if (Status s = from_dir->Link(from.stored, *at.dir, at.stored); !s.ok()) {
+    if (s.code() != Code::kExists) volume_->ReleaseName(*at.dir, at.stored);
+    return s;
+  }
+  return EntryAt(new_parent.shared_from_this(), *at.dir, at.stored);
 }
 
-int Filesystem::OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd,
-                                  const std::string& stored, const struct stat& st) {
-  if (!node || node->removed_fd >= 0) return -1;
+Object Filesystem::OpenBeforeRemoval(const std::shared_ptr<Inode>& node, core::BackingDir& dir,
+                                     const std::string& stored, const struct stat& st) {
+  if (!node || node->removed) return nullptr;
   // Another link (a hard link never looked up here) keeps the object, and an unlinked file the
   // kernel still caches may stay cached long: only an object this removal deletes is kept.
-  if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) return -1;
+  if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) return nullptr;
   {
     MutexLock lock(node->name_mu);
-    if (node->names.size() > 1) return -1;  // still reached through another name
+    if (node->names.size() > 1) return nullptr;  // still reached through another name
   }
   {
     MutexLock lock(table_mu_);
-    if (TableOf(*node).nlookup == 0) return -1;  // the kernel forgot it: nothing can ask
+    if (TableOf(*node).nlookup == 0) return nullptr;  // the kernel forgot it: nothing can ask
   }
   // Out of descriptors: the node then behaves as before (ENOENT once removed).
-  const int fd = ::openat(dirfd, stored.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  struct stat now;
-  if (fd >= 0 &&
-      (::fstat(fd, &now) != 0 || now.st_dev != node->key_dev || now.st_ino != node->key_ino)) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  auto object = dir.OpenObject(stored);
+  if (!object.ok()) return nullptr;
+  auto now = (*object)->Stat("");
+  if (!now.ok() || now->st_dev != node->key_dev || now->st_ino != node->key_ino) return nullptr;
+  return std::move(object).value();
 }
 
-void Filesystem::KeepRemoved(Inode& node, int fd, const std::string& target) {
-  if (fd >= 0 && node.names.empty() && node.removed_fd < 0) {
-    node.removed_fd = fd;
+void Filesystem::KeepRemoved(Inode& node, Object object, const std::string& target) {
+  if (object && node.names.empty() && !node.removed) {
+    node.removed = std::move(object);
     if (!target.empty()) {
       node.removed_target = target;
       node.removed_target_volume = volume_.get();
     }
     return;
   }
-  if (fd >= 0) ::close(fd);
   if (!target.empty()) volume_->ReleaseSymlinkTarget(target);
 }
 
-std::shared_ptr<Inode> Filesystem::FindLocked(int dirfd, const std::string& stored) {
-  struct stat st;
-  if (::fstatat(dirfd, stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return nullptr;
+std::shared_ptr<Inode> Filesystem::FindLocked(const struct stat& st) {
   MutexLock lock(table_mu_);
   auto it = table_.find({st.st_dev, st.st_ino});
   return it == table_.end() ? nullptr : it->second;
@@ -1561,59 +1434,24 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "unlink");
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  struct stat st;
-  if (::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Errno("unlink");
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, at.dir->Stat(at.stored));
   if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "unlink");
-  std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
-  Fd kept(OpenBeforeRemoval(inode, at.dirfd, at.stored, st));
-  const std::string target = volume_->TargetToRelease(at.dirfd, at.stored, st);
-  if (::unlinkat(at.dirfd, at.stored.c_str(), 0) != 0) return Errno("unlink");
+  std::shared_ptr<Inode> inode = FindLocked(st);
+  Object kept = OpenBeforeRemoval(inode, *at.dir, at.stored, st);
+  const std::string target = volume_->TargetToRelease(*at.dir, at.stored, st);
+  SIGILFS_RETURN_IF_ERROR(at.dir->Unlink(at.stored));
   if (DebugOps())
-    Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir.st_ino,
+    Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir_st.st_ino,
         at.stored.c_str(), (unsigned long long)st.st_ino, static_cast<void*>(inode.get()));
   if (inode) {
     // Other hard links (if any) keep reaching it.
     MutexLock lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored);
-    KeepRemoved(*inode, kept.release(), target);
+    KeepRemoved(*inode, std::move(kept), target);
   } else if (!target.empty()) {
     volume_->ReleaseSymlinkTarget(target);
   }
-  volume_->ReleaseName(at.dirfd, at.stored);
-  return Status::Ok();
-}
-
-// Removes a cipher directory that holds nothing but its own IV (and long-name side files of
-// nothing): the IV goes last-but-one and comes back if the final rmdir fails.
-Status Filesystem::RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored) {
-  int raw = ::openat(dirfd, stored.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (raw < 0) return Errno("rmdir");
-  Fd sub(raw);
-  DIR* d = ::fdopendir(::dup(sub.get()));
-  if (d == nullptr) return Errno("rmdir");
-  bool empty = true;
-  while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): private stream
-    const std::string_view n = e->d_name;
-    if (n == "." || n == ".." || n == core::kDirIvFileName) continue;
-    empty = false;
-    break;
-  }
-  ::closedir(d);
-  if (!empty) return Status::FromErrno(ENOTEMPTY, "rmdir");
-  auto iv = volume_->ReadDirIv(sub.get());
-  if (::unlinkat(sub.get(), core::kDirIvFileName, 0) != 0 && errno != ENOENT) return Errno("rmdir");
-  if (::unlinkat(dirfd, stored.c_str(), AT_REMOVEDIR) != 0) {
-    Status s = Errno("rmdir");
-    if (iv.ok()) {  // put the IV back so the directory stays usable
-      int f =
-          ::openat(sub.get(), core::kDirIvFileName, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-      if (f >= 0) {
-        (void)!::write(f, iv->data(), iv->size());
-        ::close(f);
-      }
-    }
-    return s;
-  }
+  volume_->ReleaseName(*at.dir, at.stored);
   return Status::Ok();
 }
 
@@ -1621,18 +1459,17 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "rmdir");
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  std::shared_ptr<Inode> inode = FindLocked(at.dirfd, at.stored);
-  Fd kept;
-  if (struct stat st;
-      inode && ::fstatat(at.dirfd, at.stored.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
-    kept = Fd(OpenBeforeRemoval(inode, at.dirfd, at.stored, st));
-  SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(at.dirfd, at.stored));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, at.dir->Stat(at.stored));
+  if (!S_ISDIR(st.st_mode)) return Status::FromErrno(ENOTDIR, "rmdir");
+  std::shared_ptr<Inode> inode = FindLocked(st);
+  Object kept = OpenBeforeRemoval(inode, *at.dir, at.stored, st);
+  SIGILFS_RETURN_IF_ERROR(volume_->RemoveDirectory(*at.dir, at.stored));
   if (inode) {
     MutexLock lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored);
-    KeepRemoved(*inode, kept.release());
+    KeepRemoved(*inode, std::move(kept));
   }
-  volume_->ReleaseName(at.dirfd, at.stored);
+  volume_->ReleaseName(*at.dir, at.stored);
   return Status::Ok();
 }
 
@@ -1644,18 +1481,16 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place from, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(Place to, Resolve(new_parent, new_name));
-  const int olddir = from.dirfd, newdir = to.dirfd;
+  core::BackingDir& olddir = *from.dir;
+  core::BackingDir& newdir = *to.dir;
   const std::string& old_stored = from.stored;
   const std::string& new_stored = to.stored;
 
-  struct stat src, dst;
-  if (::fstatat(olddir, old_stored.c_str(), &src, AT_SYMLINK_NOFOLLOW) != 0) return Errno("rename");
-  const bool target_exists = ::fstatat(newdir, new_stored.c_str(), &dst, AT_SYMLINK_NOFOLLOW) == 0;
-  auto find = [&](const struct stat& st) -> std::shared_ptr<Inode> {
-    MutexLock lock(table_mu_);
-    auto it = table_.find({st.st_dev, st.st_ino});
-    return it == table_.end() ? nullptr : it->second;
-  };
+  SIGILFS_ASSIGN_OR_RETURN(struct stat src, olddir.Stat(old_stored));
+  auto existing = newdir.Stat(new_stored);
+  if (!existing.ok() && existing.status().code() != Code::kNotFound) return existing.status();
+  const bool target_exists = existing.ok();
+  const struct stat dst = target_exists ? *existing : (struct stat){};
   // Renames one of an inode's names (or adds it, if the inode was not known by the old one).
   auto move_to = [](const std::shared_ptr<Inode>& inode, Inode& from_dir, const std::string& from,
                     Inode& to_dir, const std::string& to) {
@@ -1667,10 +1502,10 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
 
   if ((flags & RENAME_EXCHANGE) != 0) {
     if (!target_exists) return Status::FromErrno(ENOENT, "rename");
-    if (::renameat2(olddir, old_stored.c_str(), newdir, new_stored.c_str(), RENAME_EXCHANGE) != 0)
-      return Errno("rename");
+    SIGILFS_RETURN_IF_ERROR(
+        olddir.Rename(old_stored, newdir, new_stored, core::BackingDir::kExchange));
     // Side files of long names belong to the names, which stay where they are.
-    auto a = find(src), b = find(dst);
+    auto a = FindLocked(src), b = FindLocked(dst);
     move_to(a, parent, old_stored, new_parent, new_stored);
     move_to(b, new_parent, new_stored, parent, old_stored);
     return Status::Ok();
@@ -1682,29 +1517,35 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
     if (!S_ISDIR(src.st_mode) && S_ISDIR(dst.st_mode)) return Status::FromErrno(EISDIR, "rename");
   }
   SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(newdir, to.iv, new_name));
-  std::shared_ptr<Inode> replaced = target_exists ? find(dst) : nullptr;
-  Fd kept(target_exists ? OpenBeforeRemoval(replaced, newdir, new_stored, dst) : -1);
+  std::shared_ptr<Inode> replaced = target_exists ? FindLocked(dst) : nullptr;
+  Object kept = target_exists ? OpenBeforeRemoval(replaced, newdir, new_stored, dst) : nullptr;
   const std::string replaced_target =
       target_exists ? volume_->TargetToRelease(newdir, new_stored, dst) : std::string();
+  std::string aside;  // an empty directory replaced, until the rename has taken its place
   if (target_exists && S_ISDIR(dst.st_mode)) {
-    // The cipher directory still holds its IV file: an "empty" target must be removed first.
-    SIGILFS_RETURN_IF_ERROR(RemoveEmptyDirectoryLocked(newdir, new_stored));
+    SIGILFS_ASSIGN_OR_RETURN(aside, volume_->MoveEmptyDirectoryAside(newdir, new_stored));
   }
-  if (::renameat2(olddir, old_stored.c_str(), newdir, new_stored.c_str(),
-                  flags & RENAME_NOREPLACE) != 0)
-    return Errno("rename");
+  const unsigned no_replace =
+      (flags & RENAME_NOREPLACE) != 0 ? unsigned{core::BackingDir::kNoReplace} : 0U;
+  if (Status s = olddir.Rename(old_stored, newdir, new_stored, no_replace); !s.ok()) {
+    if (!aside.empty())
+      (void)newdir.Rename(aside, newdir, new_stored, core::BackingDir::kNoReplace);
+    if (!target_exists && s.code() != Code::kExists) volume_->ReleaseName(newdir, new_stored);
+    return s;
+  }
+  if (!aside.empty()) (void)volume_->RemoveDirectory(newdir, aside);  // a leftover is hidden
   if (DebugOps())
     Log("op rename dir=%llu %s ino=%llu -> dir=%llu %s replaced=%d",
-        (unsigned long long)from.dir.st_ino, old_stored.c_str(), (unsigned long long)src.st_ino,
-        (unsigned long long)to.dir.st_ino, new_stored.c_str(), target_exists ? 1 : 0);
+        (unsigned long long)from.dir_st.st_ino, old_stored.c_str(), (unsigned long long)src.st_ino,
+        (unsigned long long)to.dir_st.st_ino, new_stored.c_str(), target_exists ? 1 : 0);
   if (replaced) {
     MutexLock lock(replaced->name_mu);
     RemoveName(*replaced, new_parent, new_stored);
-    KeepRemoved(*replaced, kept.release(), replaced_target);
+    KeepRemoved(*replaced, std::move(kept), replaced_target);
   } else if (!replaced_target.empty()) {
     volume_->ReleaseSymlinkTarget(replaced_target);
   }
-  move_to(find(src), parent, old_stored, new_parent, new_stored);
+  move_to(FindLocked(src), parent, old_stored, new_parent, new_stored);
   if (&parent != &new_parent || old_stored != new_stored) volume_->ReleaseName(olddir, old_stored);
   return Status::Ok();
 }
@@ -1717,10 +1558,12 @@ Result<struct statvfs> Filesystem::DoStatfs() {
 
 Result<std::unique_ptr<Filesystem::DirHandle>> Filesystem::DoOpendir(Inode& inode) {
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(int raw, OpenInode(inode, O_RDONLY | O_DIRECTORY | NoAtime(true)));
+  struct stat st;
+  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(inode, &st));
+  if (!S_ISDIR(st.st_mode)) return Errno(ENOTDIR, "opendir");
   auto handle = std::make_unique<DirHandle>();
-  handle->fd = raw;
-  SIGILFS_ASSIGN_OR_RETURN(handle->iv, DirIvOf(inode, raw));
+  SIGILFS_ASSIGN_OR_RETURN(handle->listing, object->OpenListing(NoAtime(true)));
+  SIGILFS_ASSIGN_OR_RETURN(handle->iv, DirIvOf(inode, *object));
   return handle;
 }
 
@@ -1730,7 +1573,7 @@ void Filesystem::WatchAtimeOptions(std::function<std::string()> probe) {
   (void)NoAtime(false);
 }
 
-int Filesystem::NoAtime(bool directory) {
+bool Filesystem::NoAtime(bool directory) {
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
   const std::chrono::steady_clock::duration checked(atime_checked_ns_.load());
   if (atime_probe_ && now - checked >= std::chrono::seconds(1)) {
@@ -1750,7 +1593,7 @@ int Filesystem::NoAtime(bool directory) {
       atime_checked_ns_.store(now.count());
     }
   }
-  return noatime_.load() || (directory && nodiratime_.load()) ? O_NOATIME : 0;
+  return noatime_.load() || (directory && nodiratime_.load());
 }
 
 void Filesystem::FlushAll() {

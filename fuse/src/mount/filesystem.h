@@ -25,10 +25,13 @@
 
 namespace sigilfs::fuse {
 
-// What the kernel knows as one node id. No descriptor is held per inode (home directories
-// hold millions of files and the descriptor limit is far lower): an inode remembers its
-// parent and stored name, and paths are resolved from the root descriptor per operation.
-// Open files hold their descriptor inside their FileContents.
+// A handle on a backing object (core::BackingDir::OpenObject), shared by the calls using it.
+using Object = std::shared_ptr<core::BackingDir>;
+
+// What the kernel knows as one node id. No handle is held per inode (home directories hold
+// millions of files and the descriptor limit is far lower): an inode remembers its parent and
+// stored name, and paths are resolved from the cipher root per operation. Open files hold
+// their backing file inside their FileContents.
 struct Inode : std::enable_shared_from_this<Inode> {
   uint64_t key_dev = 0, key_ino = 0;  // the backing object's identity
   mode_t type = 0;                    // S_IFMT bits
@@ -48,12 +51,12 @@ struct Inode : std::enable_shared_from_this<Inode> {
   // in every mount: Filesystem::PersistentId); 0: the node's address is its id.
   uint64_t nodeid = 0;
   // A node the kernel holds whose last name this mount removed (unlink, rmdir, rename over it):
-  // an O_PATH descriptor of the cipher object, opened just before the removal, through which
-  // it is still reached as on ext4 (fstat of an open or O_PATH descriptor, fchmod, a reopen
-  // through /proc/self/fd). Only the kernel's references keep such a node, so these are as
-  // many as removed objects still open somewhere. Set under Filesystem::tree_mu_ exclusive,
-  // read under it shared; closed with the node.
-  int removed_fd = -1;
+  // a handle on the cipher object, opened just before the removal, through which it is still
+  // reached as on ext4 (fstat of an open or O_PATH descriptor, fchmod, a reopen through
+  // /proc/self/fd). Only the kernel's references keep such a node, so these are as many as
+  // removed objects still open somewhere. Set under Filesystem::tree_mu_ exclusive, read under
+  // it shared; closed with the node.
+  Object removed;
   // Such a node of a symlink whose target is held in a side file (core::Volume): the file is
   // removed with the node, so that the link still reads until then.
   std::string removed_target;
@@ -68,7 +71,7 @@ struct Inode : std::enable_shared_from_this<Inode> {
   std::optional<core::DirIv> iv SIGILFS_GUARDED_BY(mu);  // directories: cached name IV
   // Regular files while open.
   std::shared_ptr<core::FileContents> contents SIGILFS_GUARDED_BY(mu);
-  int stat_fd SIGILFS_GUARDED_BY(mu) = -1;  // the open cipher file, for fstat
+  Object object SIGILFS_GUARDED_BY(mu);  // while open: the cipher file, for its attributes
   int open_count SIGILFS_GUARDED_BY(mu) = 0;
   // Opens for writing (a file being written cannot be sealed).
   int writers SIGILFS_GUARDED_BY(mu) = 0;
@@ -175,7 +178,7 @@ class Filesystem {
   // directory opened by handle to its path.
   Result<Entry> DoLookupParent(Inode& dir);
   // A lookup by stored name in an open directory (readdirplus: the listing already decoded it).
-  Result<Entry> DoLookupStored(Inode& parent, int dirfd, const std::string& stored);
+  Result<Entry> DoLookupStored(Inode& parent, core::BackingDir& dir, const std::string& stored);
   Result<struct stat> DoGetattr(Inode& inode);
   Result<struct stat> DoSetattr(Inode& inode, const struct stat& attr, int to_set);
   Result<std::string> DoReadlink(Inode& inode);
@@ -242,11 +245,10 @@ class Filesystem {
   Result<core::verity::Descriptor> DoVerityDescriptor(Inode& inode);
   bool DoIsSealed(Inode& inode);
 
-  // Directories: a handle is a readable descriptor plus the directory's IV.
+  // Directories: a handle is the directory opened for its listing, and its IV.
   struct DirHandle {
-    int fd = -1;
+    std::unique_ptr<core::BackingDir> listing;
     core::DirIv iv;
-    ~DirHandle();
   };
   Result<std::unique_ptr<DirHandle>> DoOpendir(Inode& inode);
   core::Volume& volume() { return *volume_; }
@@ -285,57 +287,56 @@ class Filesystem {
   int open_files() const { return open_files_.load(std::memory_order_relaxed); }
 
  private:
-  // A name inside a directory, resolved: the directory (O_PATH descriptor and stat), its IV,
-  // and the name as stored in the cipher directory.
+  // A name inside a directory, resolved: the directory (a handle and its stat), its IV, and the
+  // name as stored in the cipher directory.
   struct Place {
-    int dirfd = -1;
-    struct stat dir {};
+    Object dir;
+    struct stat dir_st {};
     core::DirIv iv{};
     std::string stored;
-    Place() = default;
-    Place(Place&& other) noexcept;
-    Place& operator=(Place&&) = delete;
-    ~Place();
   };
   Result<Place> Resolve(Inode& dir, const std::string& name) SIGILFS_REQUIRES_SHARED(tree_mu_);
 
   std::string PathLocked(const Inode& inode) const SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // O_NOATIME where the mount's options say so for a file or a `directory`, else 0.
-  int NoAtime(bool directory);
-  // `st`, if given, gets the opened object's attributes. A node whose names are all gone is
-  // opened through its removed_fd, if it has one. O_NOATIME is dropped where the daemon may not
-  // use it (EPERM: not the owner, without CAP_FOWNER).
-  Result<int> OpenInode(const Inode& inode, int flags, struct stat* st = nullptr) const
+  // Whether the mount's options say noatime for a file or a `directory`: the daemon's opens then
+  // keep the cipher object's access time (O_NOATIME, where the daemon may use it).
+  bool NoAtime(bool directory);
+  // A handle on the node's backing object; `st`, if given, gets its attributes. A node whose
+  // names are all gone is reached through its removed handle, if it has one.
+  Result<Object> OpenInode(const Inode& inode, struct stat* st = nullptr) const
       SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // Before the removal of `stored` in `dirfd`, which `st` describes: an O_PATH descriptor of it
-  // if `node` is held by the kernel, has no other name known here and the object no other link,
-  // so that the node stays reachable once removed (Inode::removed_fd); else -1.
-  int OpenBeforeRemoval(const std::shared_ptr<Inode>& node, int dirfd, const std::string& stored,
-                        const struct stat& st) SIGILFS_REQUIRES(tree_mu_);
-  // After the removal: `node`, left without names, keeps `fd` (closed otherwise), and with it
-  // the side file of a symlink's `target` (Volume::TargetToRelease; released now otherwise).
-  void KeepRemoved(Inode& node, int fd, const std::string& target = {})
+  // Before the removal of `stored` in `dir`, which `st` describes: a handle on it if `node` is
+  // held by the kernel, has no other name known here and the object no other link, so that the
+  // node stays reachable once removed (Inode::removed); else none.
+  Object OpenBeforeRemoval(const std::shared_ptr<Inode>& node, core::BackingDir& dir,
+                           const std::string& stored, const struct stat& st)
+      SIGILFS_REQUIRES(tree_mu_);
+  // After the removal: `node`, left without names, keeps `object`, and with it the side file of
+  // a symlink's `target` (Volume::TargetToRelease; released now otherwise).
+  void KeepRemoved(Inode& node, Object object, const std::string& target = {})
       SIGILFS_REQUIRES(tree_mu_, node.name_mu);
-  Result<core::DirIv> DirIvOf(Inode& dir, int dirfd) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  Result<core::DirIv> DirIvOf(Inode& dir, core::BackingDir& backing)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // The node for backing object `st`, found as `stored` in `parent` (one lookup reference
-  // taken); a new node's id comes from the object's own file handle, asked of `at_fd` and
-  // `at_name` (an empty name: `at_fd` is the object).
+  // taken); a new node's id comes from the object's own file handle, asked of `at` and
+  // `at_name` (an empty name: `at` is the object).
   Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
-                                        const std::string& stored, int at_fd,
+                                        const std::string& stored, core::BackingDir& at,
                                         const std::string& at_name)
       SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // A node id that every mount of the vault gives the object `at_fd`/`at_name` (`st`): made from
+  // A node id that every mount of the vault gives the object `at`/`at_name` (`st`): made from
   // the backing filesystem's file handle where that is an inode number and a 32-bit generation
   // (ext2/3/4, XFS with 32-bit inode numbers), the generation's top bit dropped so that ids of
   // addresses (top bit set) never meet them; 0 where there is none.
-  static uint64_t PersistentId(int at_fd, const std::string& at_name, const struct stat& st);
+  static uint64_t PersistentId(core::BackingDir& at, const std::string& at_name,
+                               const struct stat& st);
   // A node id from an earlier mount (or one forged): the object its backing file handle opens,
   // if the backing filesystem still has it and it lies inside the vault, reached again by its
   // path from the cipher root (needs CAP_DAC_READ_SEARCH, which a root daemon has).
   Result<Entry> ResolvePersistentId(uint64_t nodeid) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // The stored names from the cipher root to the object `fd` as the backing filesystem knows its
-  // path (not checked), or none where it names none inside the vault.
-  std::vector<std::string> PathInVault(int fd) const;
+  // The stored names from the cipher root to `object` as the backing filesystem knows its path
+  // (not checked), or none where it names none inside the vault.
+  std::vector<std::string> PathInVault(core::BackingDir& object) const;
   // The stored names leading to a non-directory entry with inode number `ino`, searched for
   // through the whole vault (a bounded search), or none.
   std::vector<std::string> FindInVault(uint64_t ino) const;
@@ -343,14 +344,15 @@ class Filesystem {
   // the object `st` with node id `nodeid`, else ESTALE.
   Result<Entry> WalkToPersistentId(const std::vector<std::string>& parts, const struct stat& st,
                                    uint64_t nodeid) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, int dirfd, const std::string& stored)
-      SIGILFS_REQUIRES_SHARED(tree_mu_);
+  Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, core::BackingDir& dir,
+                        const std::string& stored) SIGILFS_REQUIRES_SHARED(tree_mu_);
   // A known node's entry, reached through its first name that still leads to it (ESTALE if
   // none does).
   Result<Entry> EntryOf(const std::shared_ptr<Inode>& node) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  Result<struct stat> Translate(struct stat st, int dirfd, const std::string& stored,
+  Result<struct stat> Translate(struct stat st, core::BackingDir& dir, const std::string& stored,
                                 const Inode* inode);
-  Status Chown(int dirfd, const std::string& stored, const Caller& caller, const struct stat& dir);
+  // A new entry `stored` of `at` given to its maker (MountOptions::set_owner).
+  Status Chown(const Place& at, const Caller& caller);
   // What a new entry gets: its mode (the umask applied, or restricted by the parent's default
   // ACL) and the ACLs it inherits (empty when none is stored).
   struct NewModes {
@@ -361,33 +363,29 @@ class Filesystem {
     // named user what the group or other bits would allow.
     mode_t initial() const { return access_acl.empty() ? mode : mode & ~(S_IRWXG | S_IRWXO); }
   };
-  Result<NewModes> ModesForNew(int parent_dirfd, mode_t type, mode_t mode, const Caller& caller)
-      SIGILFS_REQUIRES_SHARED(tree_mu_);
+  Result<NewModes> ModesForNew(core::BackingDir& parent, mode_t type, mode_t mode,
+                               const Caller& caller) SIGILFS_REQUIRES_SHARED(tree_mu_);
   // Stores a new entry's inherited ACLs and then gives it its final mode (`object`: a handle
   // on the new entry).
   Status FinishNew(core::BackingDir& object, const NewModes& modes);
+  // The new entry at `at`: its owner (Chown), then FinishNew.
+  Status FinishMade(const Place& at, const NewModes& modes, const Caller& caller)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // The plaintext value of an extended attribute of `object` (ENODATA if none); one that does
   // not open is logged.
   Result<std::vector<uint8_t>> ReadXattr(core::BackingDir& object, const std::string& name);
-  // A handle on the backing object of `inode` (OpenInode), for the library's calls on it.
-  Result<std::unique_ptr<core::BackingDir>> ObjectOf(const Inode& inode,
-                                                     struct stat* st = nullptr) const
-      SIGILFS_REQUIRES_SHARED(tree_mu_);
   Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                 const Caller& caller);
   // The lock order is tree_mu_, table_mu_ or an inode's mu, name_mu.
   Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode)
       SIGILFS_REQUIRES_SHARED(tree_mu_) SIGILFS_REQUIRES(inode.mu);
   void CloseContentsLocked(Inode& inode) SIGILFS_REQUIRES(inode.mu);
-  std::shared_ptr<Inode> FindLocked(int dirfd, const std::string& stored)
-      SIGILFS_REQUIRES_SHARED(tree_mu_);
+  std::shared_ptr<Inode> FindLocked(const struct stat& st) SIGILFS_REQUIRES_SHARED(tree_mu_);
   // `node` left the table or orphans_ for good: unless still held, its names go, and so do the
   // forgotten directories only they kept in the table. Nodes to release after table_mu_ go to
   // `dropped`.
   void DropLocked(std::shared_ptr<Inode> node, std::vector<std::shared_ptr<Inode>>* dropped)
       SIGILFS_REQUIRES(table_mu_);
-  Status RemoveEmptyDirectoryLocked(int dirfd, const std::string& stored)
-      SIGILFS_REQUIRES_SHARED(tree_mu_);
   // The kernel forgot `it`'s node: it leaves the table unless it is a directory other nodes
   // still name as their parent.
   void ReleaseLocked(std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>>::iterator it,
@@ -399,7 +397,8 @@ class Filesystem {
   Inode::TableState& TableOf(Inode& node) SIGILFS_REQUIRES(table_mu_) { return node.table_; }
 
   std::unique_ptr<core::Volume> volume_;
-  std::unique_ptr<core::Tree> tree_;  // over volume_'s cipher directory
+  Object root_dir_;                   // volume_'s cipher directory
+  std::unique_ptr<core::Tree> tree_;  // over root_dir_
   MountOptions options_;
   std::shared_ptr<Inode> root_;
 

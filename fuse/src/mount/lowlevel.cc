@@ -517,8 +517,8 @@ bool ReplyListing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fus
   std::vector<char> buf(size);
   size_t used = 0;
   Filesystem::DirHandle* h = HandleOf(fi);
-  Status s = Fs(req).volume().ListDirectory(
-      h->fd, h->iv, offset,
+  Status s = Fs(req).volume().List(
+      *h->listing, h->iv, static_cast<uint64_t>(offset),
       [&](const core::DirEntry& e) {
         const size_t n = add(e, buf.data() + used, size - used);
         if (n > size - used) return false;  // full: the kernel asks again from this entry
@@ -552,7 +552,7 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
 void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
   Filesystem& fs = Fs(req);
   const std::shared_ptr<Inode> dir = fs.Get(ino);
-  const int dirfd = HandleOf(fi)->fd;
+  core::BackingDir& listing = *HandleOf(fi)->listing;
   std::vector<fuse_ino_t> handed;  // lookup references in the reply
   const bool sent =
       ReplyListing(req, ino, size, offset, fi, [&](const core::DirEntry& e, char* at, size_t left) {
@@ -560,7 +560,7 @@ void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse
         p.attr.st_ino = e.ino;
         p.attr.st_mode = static_cast<mode_t>(e.type) << 12;
         if (e.stored != "." && e.stored != "..") {
-          auto entry = fs.DoLookupStored(*dir, dirfd, e.stored);
+          auto entry = fs.DoLookupStored(*dir, listing, e.stored);
           if (entry.ok()) p = EntryParam(req, *entry);
         }
         const size_t n = fuse_add_direntry_plus(req, at, left, e.name.c_str(), &p, e.next_offset);
@@ -582,9 +582,9 @@ void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
-void Fsyncdir(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
-  const int rc = datasync ? ::fdatasync(HandleOf(fi)->fd) : ::fsync(HandleOf(fi)->fd);
-  fuse_reply_err(req, rc == 0 ? 0 : errno);
+// A directory's data is its entries: fsync and fdatasync make the same of it durable.
+void Fsyncdir(fuse_req_t req, fuse_ino_t, int /*datasync*/, fuse_file_info* fi) {
+  ReplyStatus(req, HandleOf(fi)->listing->Sync());
 }
 
 void Statfs(fuse_req_t req, fuse_ino_t) {

@@ -242,11 +242,9 @@ class Tree {
   void UnprepareLocked(const Dir& dir, const std::string& stored);
   // A symlink target sealed, a long one's side file written (and owned as vault files are).
   Result<std::string> SealTarget(std::string_view target);
-  static Status CheckEmptyDir(BackingDir& sub);
   // lstat of `stored`, the entry `name` of `dir`, its errors told by the entry's vault path.
   Result<struct stat> Lstat(const Dir& dir, std::string_view name, const std::string& stored);
   void OwnVaultFile(BackingDir& dir, const std::string& file);
-  Status RemoveEmptyDir(const Dir& dir, const std::string& stored);
   Result<std::unique_ptr<Staged>> Stage(const Dir& dir,
                                         const std::function<Status(const std::string&)>& make);
   // Extended attributes of entry `stored` of `dir` (empty: `dir` itself).

@@ -67,6 +67,20 @@ class Volume {
   // given its IV, then renamed into place (kExists if the name is taken).
   Status MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view plain, mode_t mode);
   Status MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode);
+  // Removes cipher directory `stored` of `dir` if it holds nothing but its IV (kNotEmpty
+  // otherwise): the IV file goes first, read before, and comes back should the rmdir fail, so
+  // the directory stays usable.
+  Status RemoveDirectory(BackingDir& dir, const std::string& stored) const;
+  // Whether `sub`, a cipher directory, holds nothing but its IV (kNotEmpty otherwise).
+  static Status CheckEmptyDirectory(BackingDir& sub);
+  // For a rename over cipher directory `stored` of `dir`: an "empty" one still holds its IV
+  // file, so the store would refuse to replace it. It goes aside under a hidden name
+  // (returned; kNotEmpty if it holds entries), to be removed (RemoveDirectory) once the rename
+  // took its place, or renamed back if it failed: a failed rename leaves the tree as it was.
+  Result<std::string> MoveEmptyDirectoryAside(BackingDir& dir, const std::string& stored) const;
+  // A hidden name for an entry in the making or on its way out, `prefix` and random hex: it has
+  // a '.', which no stored name has, so no listing of the vault shows it.
+  static std::string HiddenName(std::string_view prefix);
 
   // The stored name of `plain` in a directory with IV `iv`.
   Result<std::string> StoredName(const DirIv& iv, std::string_view plain) const;
