@@ -101,10 +101,6 @@ Result<std::unique_ptr<Volume>> Volume::Open(std::unique_ptr<Vault> vault, Volum
   return volume;
 }
 
-Result<DirIv> Volume::ReadDirIv(int dirfd, bool* from_attribute, DirIvCopies copies) const {
-  return ReadDirIv(*BorrowPosixBackingDir(dirfd), from_attribute, copies);
-}
-
 Result<DirIv> Volume::ReadDirIv(BackingDir& dir, bool* from_attribute, DirIvCopies copies) const {
   if (from_attribute != nullptr) *from_attribute = false;
   const std::optional<DirIv> attr = ReadDirIvAttr(dir);
@@ -153,10 +149,6 @@ Result<DirIv> Volume::ReadDirIv(BackingDir& dir, bool* from_attribute, DirIvCopi
   return *attr;
 }
 
-Status Volume::RestoreDirIvFile(int dirfd, const DirIv& iv) const {
-  return RestoreDirIvFile(*BorrowPosixBackingDir(dirfd), iv);
-}
-
 Status Volume::RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const {
   const std::string tmp = HiddenName(std::string(kDirIvFileName) + ".new.");
   SIGILFS_RETURN_IF_ERROR(WriteNew(dir, tmp, iv, /*durable=*/true));
@@ -165,10 +157,6 @@ Status Volume::RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const {
     return s.WithContext("restore " + std::string(kDirIvFileName));
   }
   return Status::Ok();
-}
-
-Status Volume::MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode) {
-  return MakeDirectory(*BorrowPosixBackingDir(dirfd), iv, plain, mode);
 }
 
 Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view plain,
@@ -245,10 +233,6 @@ Result<std::string> Volume::StoredName(const DirIv& iv, std::string_view plain) 
   return NameCodec::StoredName(cipher);
 }
 
-Status Volume::PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const {
-  return PrepareName(*BorrowPosixBackingDir(dirfd), iv, plain);
-}
-
 Status Volume::PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const {
   SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
   const std::string stored = NameCodec::StoredName(cipher);
@@ -259,16 +243,8 @@ Status Volume::PrepareName(BackingDir& dir, const DirIv& iv, std::string_view pl
   return s;
 }
 
-void Volume::ReleaseName(int dirfd, const std::string& stored) const {
-  if (NameCodec::IsLongName(stored)) ::unlinkat(dirfd, NameCodec::SideFileName(stored).c_str(), 0);
-}
-
 void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
   if (NameCodec::IsLongName(stored)) (void)dir.Unlink(NameCodec::SideFileName(stored));
-}
-
-Result<std::string> Volume::PlainName(int dirfd, const DirIv& iv, const std::string& stored) const {
-  return PlainName(*BorrowPosixBackingDir(dirfd), iv, stored);
 }
 
 Result<std::string> Volume::PlainName(BackingDir& dir, const DirIv& iv,
@@ -296,50 +272,6 @@ std::optional<std::string> Volume::ListedName(
     return std::nullopt;
   }
   return std::move(plain).value();
-}
-
-Status Volume::ListDirectory(
-    int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
-    const std::function<void(const std::string&, const Status&)>& damaged) const {
-  const auto backing = BorrowPosixBackingDir(dirfd);  // for long names' side files
-  int fd = ::dup(dirfd);
-  if (fd < 0) return Status::FromErrno(errno, "dup");
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    ::close(fd);
-    return Status::FromErrno(errno, "opendir");
-  }
-  // The duplicate shares the stream position; seekdir positions it at the caller's cookie.
-  if (offset == 0)
-    ::rewinddir(dir);
-  else
-    ::seekdir(dir, offset);
-  Status result;
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(dir);  // NOLINT(concurrency-mt-unsafe): a private DIR stream
-    if (e == nullptr) {
-      if (errno != 0) result = Status::FromErrno(errno, "readdir");
-      break;
-    }
-    const std::string stored = e->d_name;
-    if (stored == "." || stored == "..") {
-      if (!emit(DirEntry{stored, stored, e->d_ino, e->d_type, e->d_off})) break;
-      continue;
-    }
-    std::optional<std::string> plain = ListedName(*backing, iv, stored, damaged);
-    if (!plain) continue;
-    if (!emit(DirEntry{std::move(*plain), stored, e->d_ino, e->d_type, e->d_off})) break;
-  }
-  ::closedir(dir);
-  return result;
-}
-
-Status Volume::ListSorted(
-    int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
-    const std::function<void(const std::string& stored, const Status&)>& damaged) const {
-  out.clear();
-  return ListSorted(*BorrowPosixBackingDir(dirfd), iv, out, damaged);
 }
 
 Status Volume::List(
@@ -430,15 +362,6 @@ Result<std::string> Volume::DecryptSymlinkTarget(BackingDir& root, std::string_v
   return names_->DecryptTarget(stored);
 }
 
-std::string Volume::TargetToRelease(int dirfd, const std::string& stored,
-                                    const struct stat& st) const {
-  if (!S_ISLNK(st.st_mode) || st.st_nlink != 1) return {};
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlinkat(dirfd, stored.c_str(), buf, sizeof buf);
-  if (n <= 0) return {};
-  return std::string(TargetFile(std::string_view(buf, static_cast<size_t>(n))));
-}
-
 std::string Volume::TargetToRelease(BackingDir& dir, const std::string& stored,
                                     const struct stat& st) const {
   if (!S_ISLNK(st.st_mode) || st.st_nlink != 1) return {};
@@ -466,72 +389,6 @@ Result<uint64_t> Volume::PlainSize(BackingDir& dir, const std::string& stored,
   SIGILFS_ASSIGN_OR_RETURN(auto file, dir.OpenFile(stored, {.write = false, .keep_atime = true}));
   SIGILFS_ASSIGN_OR_RETURN(auto contents, pages_->Open(std::move(file), stored));
   return contents->size();
-}
-
-Result<uint64_t> Volume::PlainSize(int dirfd, const std::string& stored,
-                                   const struct stat& st) const {
-  if (!S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
-  const PageGeometry& g = pages_->geometry();
-  const auto cipher_size = static_cast<uint64_t>(st.st_size);
-  if (!verity::LooksSealed(g, cipher_size)) return g.PlainSize(cipher_size);
-  // A sealed file (or an unsealed one whose torn tail happens to be 8 bytes long). Its trailer
-  // states the size but is not authenticated: a changed trailer must fail, not report another
-  // size. So the size comes from opening the file, which checks it against the sealed record
-  // (one unit decrypted). On a read-only descriptor the open changes nothing.
-  // An empty name: `dirfd` is the file itself (perhaps an O_PATH descriptor), reopened.
-  // A stat is no read: the file's access time stays (O_NOATIME needs the owner or CAP_FOWNER).
-  const std::string self = "/proc/self/fd/" + std::to_string(dirfd);
-  auto open = [&](int noatime) {
-    return stored.empty() ? ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | noatime)
-                          : ::openat(dirfd, stored.c_str(),
-                                     O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | noatime);
-  };
-  int fd = open(O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = open(0);
-  if (fd < 0) return Status::FromErrno(errno, "open");
-  SIGILFS_ASSIGN_OR_RETURN(auto contents, pages_->Open(NewPosixBackingFile(fd), stored));
-  return contents->size();
-}
-
-Result<Volume::Located> Volume::Locate(std::string_view path) const {
-  Located at;
-  int dirfd = ::dup(root_fd_);
-  if (dirfd < 0) return Status::FromErrno(errno, "dup");
-  std::vector<std::string_view> parts;
-  for (size_t pos = 0; pos <= path.size();) {
-    const size_t slash = std::min(path.find('/', pos), path.size());
-    const std::string_view part = path.substr(pos, slash - pos);
-    if (part == "..") {
-      ::close(dirfd);
-      return Status(Code::kInvalidArgument, "'..' in a vault path");
-    }
-    if (!part.empty() && part != ".") parts.push_back(part);
-    pos = slash + 1;
-  }
-  if (parts.empty()) {
-    ::close(dirfd);
-    return Status(Code::kInvalidArgument, "empty vault path");
-  }
-  for (size_t i = 0; i < parts.size(); ++i) {
-    auto iv = ReadDirIv(dirfd);
-    auto stored = iv.ok() ? StoredName(*iv, parts[i]) : Result<std::string>(iv.status());
-    if (!stored.ok()) {
-      ::close(dirfd);
-      return stored.status().WithContext(std::string(path));
-    }
-    if (i + 1 == parts.size()) {
-      at.dirfd = dirfd;
-      at.stored = std::move(stored).value();
-      return at;
-    }
-    const int next =
-        ::openat(dirfd, stored->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    const int err = errno;
-    ::close(dirfd);
-    if (next < 0) return Status::FromErrno(err, std::string(path));
-    dirfd = next;
-  }
-  return Status(Code::kInternal, "unreachable");
 }
 
 }  // namespace sigilfs::core

@@ -18,6 +18,7 @@
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/encoding.h"
+#include "test_support/cipher_path.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
@@ -113,12 +114,7 @@ class CliTransferTest : public ::testing::Test {
     auto volume = core::Volume::Open(std::move(vault).value(), core::VolumeOptions{});
     EXPECT_TRUE(volume.ok());
     if (!volume.ok()) return "";
-    auto at = (*volume)->Locate(path);
-    EXPECT_TRUE(at.ok()) << at.status().ToString();
-    if (!at.ok()) return "";
-    const fs::path dir = fs::read_symlink("/proc/self/fd/" + std::to_string(at->dirfd));
-    ::close(at->dirfd);
-    return (dir / at->stored).string();
+    return test::CipherPathOf(**volume, path);
   }
 
   // A tree with every kind of entry, name and attribute the vault keeps.

@@ -13,10 +13,12 @@
 
 #include "sigilfs/core/config.h"
 #include "sigilfs/core/names.h"
+#include "sigilfs/core/tree.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/encoding.h"
 #include "sigilfs/fuse/vault_lock.h"
+#include "test_support/cipher_path.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
@@ -125,20 +127,32 @@ class CliVerityTest : public ::testing::Test {
     return volume.ok() ? std::move(volume).value() : nullptr;
   }
 
+  // Where vault entry `path` goes, through the library: its directory and name.
+  struct At {
+    std::unique_ptr<core::Volume> volume;
+    std::unique_ptr<core::Tree> tree;
+    core::Tree::Located where;
+  };
+  At Locate(const std::string& path) {
+    At at;
+    at.volume = Open();
+    EXPECT_NE(at.volume, nullptr);
+    if (at.volume == nullptr) return at;
+    auto tree = core::Tree::Open(*at.volume);
+    EXPECT_TRUE(tree.ok()) << tree.status().ToString();
+    if (!tree.ok()) return at;
+    at.tree = std::move(tree).value();
+    auto where = at.tree->Locate(path);
+    EXPECT_TRUE(where.ok()) << where.status().ToString();
+    if (where.ok()) at.where = std::move(where).value();
+    return at;
+  }
+
   // Creates file `path` of the vault holding `data`, through the library.
   void Put(const std::string& path, const std::vector<uint8_t>& data) {
-    auto volume = Open();
-    ASSERT_NE(volume, nullptr);
-    auto at = volume->Locate(path);
-    ASSERT_TRUE(at.ok()) << at.status().ToString();
-    auto iv = volume->ReadDirIv(at->dirfd);
-    ASSERT_TRUE(iv.ok());
-    ASSERT_TRUE(volume->PrepareName(at->dirfd, *iv, fs::path(path).filename().string()).ok());
-    const int fd =
-        ::openat(at->dirfd, at->stored.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    ::close(at->dirfd);
-    ASSERT_GE(fd, 0) << path;
-    auto file = volume->pages().Open(core::NewPosixBackingFile(fd), path);
+    At at = Locate(path);
+    ASSERT_NE(at.where.dir, nullptr);
+    auto file = at.tree->CreateFile(*at.where.dir, at.where.name, 0600);
     ASSERT_TRUE(file.ok()) << file.status().ToString();
     if (!data.empty()) {
       ASSERT_EQ(*(*file)->Write(0, data), data.size());
@@ -146,37 +160,21 @@ class CliVerityTest : public ::testing::Test {
     ASSERT_TRUE((*file)->Sync(false).ok());
   }
   void MakeDir(const std::string& path) {
-    auto volume = Open();
-    ASSERT_NE(volume, nullptr);
-    auto at = volume->Locate(path);
-    ASSERT_TRUE(at.ok()) << at.status().ToString();
-    auto iv = volume->ReadDirIv(at->dirfd);
-    ASSERT_TRUE(iv.ok());
-    Status s = volume->MakeDirectory(at->dirfd, *iv, fs::path(path).filename().string(), 0700);
-    ::close(at->dirfd);
+    At at = Locate(path);
+    ASSERT_NE(at.where.dir, nullptr);
+    Status s = at.tree->MakeDir(*at.where.dir, at.where.name, 0700);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   void Symlink(const std::string& path, const std::string& target) {
-    auto volume = Open();
-    ASSERT_NE(volume, nullptr);
-    auto at = volume->Locate(path);
-    ASSERT_TRUE(at.ok()) << at.status().ToString();
-    auto stored_target = volume->EncryptSymlinkTarget(target);
-    ASSERT_TRUE(stored_target.ok());
-    const int rc = ::symlinkat(stored_target->c_str(), at->dirfd, at->stored.c_str());
-    ::close(at->dirfd);
-    ASSERT_EQ(rc, 0);
+    At at = Locate(path);
+    ASSERT_NE(at.where.dir, nullptr);
+    Status s = at.tree->MakeSymlink(*at.where.dir, at.where.name, target);
+    ASSERT_TRUE(s.ok()) << s.ToString();
   }
   // The cipher path of vault entry `path`.
   std::string CipherPath(const std::string& path) {
     auto volume = Open();
-    if (volume == nullptr) return "";
-    auto at = volume->Locate(path);
-    EXPECT_TRUE(at.ok()) << at.status().ToString();
-    if (!at.ok()) return "";
-    const fs::path dir = fs::read_symlink("/proc/self/fd/" + std::to_string(at->dirfd));
-    ::close(at->dirfd);
-    return (dir / at->stored).string();
+    return volume == nullptr ? "" : test::CipherPathOf(*volume, path);
   }
   // Where data page `page` of a cipher file starts (aes-256-gcm: 12-byte nonce, 16-byte tag).
   static uint64_t PageOffset(uint64_t page) { return core::PageGeometry(12).UnitOffset(page); }
@@ -358,16 +356,11 @@ TEST_F(CliVerityTest, FsckListsEveryDamagedPageAndATornTail) {
 TEST_F(CliVerityTest, ATornTailOfEightBytesStatsAsItOpens) {
   Put("grown.bin", test::Pattern(18 * 4096, 4));
   fs::resize_file(CipherPath("grown.bin"), PageOffset(17) + 8);
-  auto volume = Open();
-  ASSERT_NE(volume, nullptr);
-  auto at = volume->Locate("grown.bin");
-  ASSERT_TRUE(at.ok()) << at.status().ToString();
-  struct stat st;
-  ASSERT_EQ(::fstatat(at->dirfd, at->stored.c_str(), &st, 0), 0);
-  auto size = volume->PlainSize(at->dirfd, at->stored, st);
-  ::close(at->dirfd);
-  ASSERT_TRUE(size.ok()) << size.status().ToString();
-  EXPECT_EQ(*size, 17u * 4096 + 1);
+  At at = Locate("grown.bin");
+  ASSERT_NE(at.where.dir, nullptr);
+  auto st = at.tree->Stat(*at.where.dir, at.where.name);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->st_size, 17 * 4096 + 1);
   ProcessResult r = Fsck();
   EXPECT_NE(r.out.find("grown.bin: corrupt: page 17: torn"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("; 1 problems\n"), std::string::npos) << r.out;

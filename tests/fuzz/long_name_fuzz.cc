@@ -1,4 +1,4 @@
-// Fuzzes one ListDirectory entry (long-name side-file check, decrypt) and the base64/hex decoders.
+// Fuzzes one listed entry (long-name side-file check, decrypt) and the base64/hex decoders.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,7 +14,7 @@ namespace {
 
 using core::NameCodec;
 
-// ListDirectory reads at most this much of a side file (a larger one is damaged).
+// A listing reads at most this much of a side file (a larger one is damaged).
 constexpr size_t kMaxSideFile = 4096;
 
 const NameCodec& Codec() {
@@ -51,7 +51,7 @@ void CheckBase64(std::string_view text) {
 }
 
 // One directory entry: `stored` as readdir returns it, `side` as its side file holds (if any).
-// Mirrors Volume::ListDirectory.
+// Mirrors Volume::ListedName.
 void CheckEntry(std::string_view stored, std::string_view side) {
   if (stored.empty() || stored == "." || stored == "..") return;
   if (NameCodec::IsReserved(stored) && !NameCodec::IsLongName(stored)) return;  // never listed

@@ -31,8 +31,8 @@ struct DirEntry {
   off_t next_offset = 0;   // telldir() cookie of the entry after this one
 };
 
-// Its directory calls come in two forms: on a BackingDir (any store), and on a descriptor of a
-// directory of the vault's own cipher tree, which the caller keeps.
+// Its directory calls take a BackingDir of the vault's tree (its own cipher directory or any
+// store holding one).
 // Thread-safety: safe for concurrent access without external synchronization.
 class Volume {
  public:
@@ -50,23 +50,19 @@ class Volume {
     kAttributeFirst,  // the attribute, with only the file's size checked (no read of its data)
     kCompare,         // both read; a difference is kCorrupt (fsck)
   };
-  // The IV of the cipher directory `dirfd` (any descriptor of it, O_PATH too): the copy in the
+  // The IV of cipher directory `dir`: the copy in the
   // directory's kDirIvAttrName attribute, or, without one, its IV file. `*from_attribute` is
   // set where the file is torn (shorter: a crash before its data reached the disk) and only the
   // attribute holds the IV. kCorrupt if the file is missing or too long, if it is torn without
   // an attribute copy, or (kCompare) if the two differ.
   Result<DirIv> ReadDirIv(BackingDir& dir, bool* from_attribute = nullptr,
                           DirIvCopies copies = DirIvCopies::kAttributeFirst) const;
-  Result<DirIv> ReadDirIv(int dirfd, bool* from_attribute = nullptr,
-                          DirIvCopies copies = DirIvCopies::kAttributeFirst) const;
   // Writes the IV file of a directory whose IV came from its attribute, durably (under a
   // temporary name, flushed, then renamed over the torn one).
   Status RestoreDirIvFile(BackingDir& dir, const DirIv& iv) const;
-  Status RestoreDirIvFile(int dirfd, const DirIv& iv) const;
-  // Creates directory `plain` in `dirfd`, IV included, atomically: made under a temporary name,
+  // Creates directory `plain` in `dir`, IV included, atomically: made under a temporary name,
   // given its IV, then renamed into place (kExists if the name is taken).
   Status MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view plain, mode_t mode);
-  Status MakeDirectory(int dirfd, const DirIv& iv, std::string_view plain, mode_t mode);
   // Removes cipher directory `stored` of `dir` if it holds nothing but its IV (kNotEmpty
   // otherwise): the IV file goes first, read before, and comes back should the rmdir fail, so
   // the directory stays usable.
@@ -86,22 +82,11 @@ class Volume {
   Result<std::string> StoredName(const DirIv& iv, std::string_view plain) const;
   // For a long stored name, writes its side file (before the entry is created); no-op otherwise.
   Status PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
-  Status PrepareName(int dirfd, const DirIv& iv, std::string_view plain) const;
   // Removes the side file of a long stored name (after its entry is gone); no-op otherwise.
   void ReleaseName(BackingDir& dir, const std::string& stored) const;
-  void ReleaseName(int dirfd, const std::string& stored) const;
-  // The plaintext name of entry `stored` of `dirfd` (a long one's through its side file);
+  // The plaintext name of entry `stored` of `dir` (a long one's through its side file);
   // kAuthFailed or kCorrupt if it was not made for this directory.
   Result<std::string> PlainName(BackingDir& dir, const DirIv& iv, const std::string& stored) const;
-  Result<std::string> PlainName(int dirfd, const DirIv& iv, const std::string& stored) const;
-
-  // Lists `dirfd` (an O_RDONLY directory descriptor, whose stream position is used) from the
-  // telldir cookie `offset`, calling `emit` until it returns false ("." and ".." included, the
-  // vault's own entries never). Entries whose names do not decrypt are skipped and passed to
-  // `damaged` (never a crash, never a wrong name).
-  Status ListDirectory(
-      int dirfd, const DirIv& iv, off_t offset, const std::function<bool(const DirEntry&)>& emit,
-      const std::function<void(const std::string& stored, const Status&)>& damaged) const;
 
   // The entries of `dir` after cursor `from` (0: the start; BackingDir::List's cursors, in
   // DirEntry::next_offset), "." and ".." only from a listing handle (BackingDir::OpenListing,
@@ -111,14 +96,11 @@ class Volume {
               const std::function<bool(const DirEntry&)>& emit,
               const std::function<void(const std::string& stored, const Status&)>& damaged) const;
 
-  // The whole listing of `dirfd` without "." and "..", sorted by plaintext name, into `out`
+  // The whole listing of `dir` without "." and "..", sorted by plaintext name, into `out`
   // (for offline tools that walk a tree); damaged entries go to `damaged`. The status is the
   // listing's own (entries read before a failure are kept).
   Status ListSorted(
       BackingDir& dir, const DirIv& iv, std::vector<DirEntry>& out,
-      const std::function<void(const std::string& stored, const Status&)>& damaged) const;
-  Status ListSorted(
-      int dirfd, const DirIv& iv, std::vector<DirEntry>& out,
       const std::function<void(const std::string& stored, const Status&)>& damaged) const;
 
   // Symlink targets (NameCodec::EncryptTarget, docs/format.md "Symlinks"). Up to
@@ -137,30 +119,19 @@ class Volume {
   // The plaintext target of a cipher link whose own target is `stored`.
   Result<std::string> DecryptSymlinkTarget(std::string_view stored) const;
   Result<std::string> DecryptSymlinkTarget(BackingDir& root, std::string_view stored) const;
-  // The target of cipher link `stored` of `dirfd` (an empty name: `dirfd` is the link) when
+  // The target of cipher link `stored` of `dir` (an empty name: `dir` is the link) when
   // removing that name deletes the link (`st`, its stat, says one link) and the target is held
   // in a side file; empty otherwise. Read before the removal, released after it.
-  std::string TargetToRelease(int dirfd, const std::string& stored, const struct stat& st) const;
   std::string TargetToRelease(BackingDir& dir, const std::string& stored,
                               const struct stat& st) const;
   // Removes the side file of a long target (a no-op for an inline one).
   void ReleaseSymlinkTarget(std::string_view stored) const;
   void ReleaseSymlinkTarget(BackingDir& root, std::string_view stored) const;
 
-  // The plaintext size of entry `stored` of `dirfd` (an empty name: `dirfd` itself), whose stat
+  // The plaintext size of entry `stored` of `dir` (an empty name: `dir` itself), whose stat
   // is `st`: files from the cipher size (a sealed file's from its 8-byte trailer), others as is.
-  Result<uint64_t> PlainSize(int dirfd, const std::string& stored, const struct stat& st) const;
   Result<uint64_t> PlainSize(BackingDir& dir, const std::string& stored,
                              const struct stat& st) const;
-
-  // A plaintext path inside the vault ("a/b/c", no "..", no symlinks followed), resolved to its
-  // cipher directory (an O_RDONLY descriptor the caller closes) and stored name. The entry
-  // itself need not exist.
-  struct Located {
-    int dirfd = -1;
-    std::string stored;
-  };
-  Result<Located> Locate(std::string_view path) const;
 
  private:
   Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCodec> names,
