@@ -24,12 +24,6 @@ Status Errno(int err, std::string_view what) { return Status::FromErrno(err, std
 
 bool IsDir(const struct stat& st) { return S_ISDIR(st.st_mode); }
 
-// A backing store's error about an entry, told by the entry's vault path, not its stored name.
-Status Named(const Status& s, const Tree::Dir& dir, std::string_view name) {
-  if (s.sys_errno() != 0) return Status::FromErrno(s.sys_errno(), dir.PathOf(name));
-  return s.WithContext(dir.PathOf(name));
-}
-
 // The attribute names a vault keeps (sealed): the others are not its to keep.
 Status CheckXattrName(std::string_view attr) {
   if (attr.starts_with(kUserNamespace) || attr == kAccessAcl || attr == kDefaultAcl)
@@ -74,14 +68,14 @@ Result<std::unique_ptr<Tree::Dir>> Tree::Root(Volume::DirIvCopies copies, bool* 
   return std::unique_ptr<Dir>(new Dir(std::move(backing), iv, "."));
 }
 
-Result<std::unique_ptr<Tree::Dir>> Tree::OpenDir(const Dir& parent, std::string_view name,
+Result<std::unique_ptr<Tree::Dir>> Tree::OpenDir(const Dir& parent, const EntryName& name,
                                                  Volume::DirIvCopies copies, bool* from_attribute) {
   if (name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(auto again, parent.backing().OpenDir(""));
     return std::unique_ptr<Dir>(new Dir(std::move(again), parent.iv(), parent.path()));
   }
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(parent, name));
-  const std::string path = parent.PathOf(name);
+  const std::string path = Shown(parent, name);
   auto backing = parent.backing().OpenDir(stored);
   if (!backing.ok()) return Named(backing.status(), parent, name);
   auto iv = volume_.ReadDirIv(**backing, from_attribute, copies);
@@ -103,7 +97,7 @@ Result<std::unique_ptr<Tree::Dir>> Tree::Walk(std::string_view path) {
   return dir;
 }
 
-Result<struct stat> Tree::Lstat(const Dir& dir, std::string_view name, const std::string& stored) {
+Result<struct stat> Tree::Lstat(const Dir& dir, const EntryName& name, const std::string& stored) {
   auto st = dir.backing().Stat(stored);
   if (!st.ok()) return Named(st.status(), dir, name);
   return st;
@@ -121,14 +115,68 @@ Result<Tree::Located> Tree::Locate(std::string_view path) {
   return Located{std::move(dir), std::string(last)};
 }
 
-Result<std::string> Tree::Stored(const Dir& dir, std::string_view name) const {
-  return volume_.StoredName(dir.iv(), name);
+Result<std::string> Tree::Stored(const Dir& dir, const EntryName& name) const {
+  if (!name.stored_.empty() && name.iv_ == dir.iv()) return name.stored_;
+  return volume_.StoredName(dir.iv(), name.plain());
 }
 
-Status Tree::PrepareLocked(const Dir& dir, std::string_view name, const std::string& stored) {
+// A backing store's error about an entry, told by the entry's vault path (or, where plaintext
+// names are kept out of errors, its stored name).
+Status Tree::Named(const Status& s, const Dir& dir, const EntryName& name) const {
+  const std::string what = Shown(dir, name);
+  if (s.sys_errno() != 0) return Status::FromErrno(s.sys_errno(), what);
+  return s.WithContext(what);
+}
+
+std::string Tree::Shown(const Dir& dir, const EntryName& name) const {
+  if (options_.plain_names_in_errors) return dir.PathOf(name.plain());
+  auto stored = Stored(dir, name);
+  return dir.PathOf(stored.ok() ? *stored : std::string());
+}
+
+std::unique_ptr<Tree::Dir> Tree::DirOf(std::shared_ptr<BackingDir> backing, const DirIv& iv,
+                                       std::string path) const {
+  return std::unique_ptr<Dir>(new Dir(std::move(backing), iv, std::move(path)));
+}
+
+Result<EntryName> Tree::Resolve(const Dir& dir, std::string_view plain) const {
+  EntryName name(plain);
+  SIGILFS_ASSIGN_OR_RETURN(name.stored_, volume_.StoredName(dir.iv(), plain));
+  name.iv_ = dir.iv();
+  return name;
+}
+
+Result<EntryName> Tree::Listed(const Dir& dir, const std::string& stored) const {
+  SIGILFS_ASSIGN_OR_RETURN(std::string plain, volume_.PlainName(dir.backing(), dir.iv(), stored));
+  EntryName name(plain);
+  name.stored_ = stored;
+  name.iv_ = dir.iv();
+  return name;
+}
+
+Status Tree::RunFinish(const Dir& dir, const std::string& stored, const Finish& finish) {
+  if (!finish) return Status::Ok();
+  SIGILFS_ASSIGN_OR_RETURN(auto object, dir.backing().OpenObject(stored));
+  return finish(*object);
+}
+
+void Tree::KeepBeforeRemoval(const Dir& dir, const std::string& stored, const struct stat& st,
+                             Removed* removed) {
+  if (removed == nullptr) return;
+  removed->st = st;
+  if (!removed->keep || !removed->keep(st)) return;
+  // Out of descriptors, or replaced meanwhile: nothing kept, as if not asked.
+  auto object = dir.backing().OpenObject(stored);
+  if (!object.ok()) return;
+  auto now = (*object)->Stat("");
+  if (!now.ok() || !SameObject(*now, st)) return;
+  removed->object = std::move(object).value();
+}
+
+Status Tree::PrepareLocked(const Dir& dir, const EntryName& name, const std::string& stored) {
   // A short name has no side file: no second encryption of the name to find that out.
   if (!NameCodec::IsLongName(stored)) return Status::Ok();
-  SIGILFS_RETURN_IF_ERROR(volume_.PrepareName(dir.backing(), dir.iv(), name));
+  SIGILFS_RETURN_IF_ERROR(volume_.PrepareName(dir.backing(), dir.iv(), name.plain()));
   OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
   return Status::Ok();
 }
@@ -163,7 +211,7 @@ void Tree::OwnVaultFile(BackingDir& dir, const std::string& file) {
     (void)dir.SetOwner(file, options_.vault_files_owner->first, options_.vault_files_owner->second);
 }
 
-Result<struct stat> Tree::StatStored(const Dir& dir, std::string_view name) {
+Result<struct stat> Tree::StatStored(const Dir& dir, const EntryName& name) {
   std::string stored;
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
@@ -171,7 +219,7 @@ Result<struct stat> Tree::StatStored(const Dir& dir, std::string_view name) {
   return Lstat(dir, name, stored);
 }
 
-Result<struct stat> Tree::Stat(const Dir& dir, std::string_view name) {
+Result<struct stat> Tree::Stat(const Dir& dir, const EntryName& name) {
   std::string stored;
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
@@ -197,30 +245,56 @@ Status Tree::ListSorted(const Dir& dir, std::vector<DirEntry>& out,
       dir.backing(), dir.iv(), out, damaged ? damaged : [](const std::string&, const Status&) {});
 }
 
-Status Tree::MakeDir(const Dir& dir, std::string_view name, mode_t mode) {
+Status Tree::MakeDir(const Dir& dir, const EntryName& name, mode_t mode, const Finish& finish) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   LongNameLock lock(*this, stored);
-  SIGILFS_RETURN_IF_ERROR(volume_.MakeDirectory(dir.backing(), dir.iv(), name, mode));
+  if (Status s = volume_.MakeDirectory(dir.backing(), dir.iv(), name.plain(), mode); !s.ok())
+    return Named(s, dir, name);
   if (options_.vault_files_owner) {
     if (NameCodec::IsLongName(stored)) OwnVaultFile(dir.backing(), NameCodec::SideFileName(stored));
     if (auto sub = dir.backing().OpenDir(stored); sub.ok()) OwnVaultFile(**sub, kDirIvFileName);
   }
+  if (Status s = RunFinish(dir, stored, finish); !s.ok()) {
+    // Not half made: without its default ACL, entries made in it would get the umask instead.
+    (void)volume_.RemoveDirectory(dir.backing(), stored);
+    volume_.ReleaseName(dir.backing(), stored);
+    return s;
+  }
   return Status::Ok();
 }
 
-Status Tree::MakeNode(const Dir& dir, std::string_view name, mode_t mode, dev_t rdev) {
+Status Tree::MakeNode(const Dir& dir, const EntryName& name, mode_t mode, dev_t rdev,
+                      const Finish& finish) {
   const mode_t type = mode & S_IFMT;
-  if (type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
-    return Errno(EINVAL, "mknod of a regular file, directory or symlink");
+  if (type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK && type != S_IFREG)
+    return Errno(EINVAL, "mknod of a directory or symlink");
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   LongNameLock lock(*this, stored);
   SIGILFS_RETURN_IF_ERROR(PrepareLocked(dir, name, stored));
   Status s = dir.backing().MakeNode(stored, mode, rdev);
-  if (!s.ok()) UnprepareLocked(dir, stored);
-  return s.ok() ? s : Named(s, dir, name);
+  if (!s.ok()) {
+    UnprepareLocked(dir, stored);
+    return Named(s, dir, name);
+  }
+  return FinishOrRemove(dir, stored, finish);
 }
 
-Status Tree::MakeSymlink(const Dir& dir, std::string_view name, std::string_view target) {
+Status Tree::FinishOrRemove(const Dir& dir, const std::string& stored, const Finish& finish) {
+  Status s = RunFinish(dir, stored, finish);
+  if (!s.ok()) {
+    // Not half made: a file without its ACL could give a named user what the ACL denies.
+    const auto st = dir.backing().Stat(stored);
+    const std::string target =
+        st.ok() ? volume_.TargetToRelease(dir.backing(), stored, *st) : std::string();
+    (void)dir.backing().Unlink(stored);
+    volume_.ReleaseName(dir.backing(), stored);
+    volume_.ReleaseSymlinkTarget(*root_, target);
+  }
+  return s;
+}
+
+Status Tree::MakeSymlink(const Dir& dir, const EntryName& name, std::string_view target,
+                         const Finish& finish) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(std::string sealed, SealTarget(target));
   LongNameLock lock(*this, stored);
@@ -229,18 +303,21 @@ Status Tree::MakeSymlink(const Dir& dir, std::string_view name, std::string_view
     s = dir.backing().MakeSymlink(stored, sealed);
     if (!s.ok()) UnprepareLocked(dir, stored);
   }
-  if (!s.ok()) volume_.ReleaseSymlinkTarget(*root_, sealed);
-  return s.ok() ? s : Named(s, dir, name);
+  if (!s.ok()) {
+    volume_.ReleaseSymlinkTarget(*root_, sealed);
+    return Named(s, dir, name);
+  }
+  return FinishOrRemove(dir, stored, finish);
 }
 
-Result<std::string> Tree::ReadLink(const Dir& dir, std::string_view name) {
+Result<std::string> Tree::ReadLink(const Dir& dir, const EntryName& name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   auto sealed = dir.backing().ReadSymlink(stored);
   if (!sealed.ok()) return Named(sealed.status(), dir, name);
   return volume_.DecryptSymlinkTarget(*root_, *sealed);
 }
 
-Status Tree::Link(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name) {
+Status Tree::Link(const Dir& dir, const EntryName& name, const Dir& to, const EntryName& to_name) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (IsDir(st)) return Errno(EPERM, "hard link to a directory");
@@ -252,30 +329,43 @@ Status Tree::Link(const Dir& dir, std::string_view name, const Dir& to, std::str
   return s.ok() ? s : Named(s, to, to_name);
 }
 
-Status Tree::Unlink(const Dir& dir, std::string_view name) {
+Status Tree::Unlink(const Dir& dir, const EntryName& name, Removed* removed) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (IsDir(st)) return Errno(EISDIR, "unlink of a directory");
-  const std::string target = volume_.TargetToRelease(dir.backing(), stored, st);
+  std::string target = volume_.TargetToRelease(dir.backing(), stored, st);
   LongNameLock lock(*this, stored);
-  if (Status s = dir.backing().Unlink(stored); !s.ok()) return Named(s, dir, name);
+  KeepBeforeRemoval(dir, stored, st, removed);
+  if (Status s = dir.backing().Unlink(stored); !s.ok()) {
+    if (removed != nullptr) removed->object.reset();
+    return Named(s, dir, name);
+  }
   volume_.ReleaseName(dir.backing(), stored);
-  volume_.ReleaseSymlinkTarget(*root_, target);
+  if (removed != nullptr && removed->object)
+    removed->target = std::move(target);  // the link still reads through the kept handle
+  else
+    volume_.ReleaseSymlinkTarget(*root_, target);
   return Status::Ok();
 }
 
-Status Tree::RemoveDir(const Dir& dir, std::string_view name) {
+Status Tree::RemoveDir(const Dir& dir, const EntryName& name, Removed* removed) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
   if (!IsDir(st)) return Errno(ENOTDIR, "rmdir of a non-directory");
   LongNameLock lock(*this, stored);
-  if (Status s = volume_.RemoveDirectory(dir.backing(), stored); !s.ok()) return Named(s, dir, name);
+  KeepBeforeRemoval(dir, stored, st, removed);
+  if (Status s = volume_.RemoveDirectory(dir.backing(), stored); !s.ok()) {
+    if (removed != nullptr) removed->object.reset();
+    return Named(s, dir, name);
+  }
   volume_.ReleaseName(dir.backing(), stored);
   return Status::Ok();
 }
 
-Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name,
-                    unsigned flags) {
+Status Tree::Rename(const Dir& dir, const EntryName& name, const Dir& to, const EntryName& to_name,
+                    unsigned flags, Renamed* renamed) {
+  Renamed unused;
+  Renamed& out = renamed != nullptr ? *renamed : unused;
   if ((flags & ~(BackingDir::kNoReplace | BackingDir::kExchange)) != 0 ||
       flags == (BackingDir::kNoReplace | BackingDir::kExchange))
     return Errno(EINVAL, "rename flags");
@@ -290,7 +380,11 @@ Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::s
     if (!existing.ok()) return Named(existing.status(), to, to_name);
     // Side files of long names belong to the names, which stay where they are.
     Status s = dir.backing().Rename(from, to.backing(), dest, BackingDir::kExchange);
-    return s.ok() ? s : Named(s, dir, name);
+    if (!s.ok()) return Named(s, dir, name);
+    out.changed = true;
+    out.moved = src;
+    out.replaced.st = *existing;
+    return Status::Ok();
   }
   if (existing.ok()) {
     const struct stat& dst = *existing;
@@ -304,53 +398,87 @@ Status Tree::Rename(const Dir& dir, std::string_view name, const Dir& to, std::s
   std::string aside;  // an empty directory replaced, until the rename has taken its place
   if (existing.ok()) {
     replaced_target = volume_.TargetToRelease(to.backing(), dest, *existing);
+    KeepBeforeRemoval(to, dest, *existing, &out.replaced);
     if (IsDir(*existing)) {
-      SIGILFS_ASSIGN_OR_RETURN(aside, volume_.MoveEmptyDirectoryAside(to.backing(), dest));
+      auto moved_aside = volume_.MoveEmptyDirectoryAside(to.backing(), dest);
+      if (!moved_aside.ok()) {
+        out.replaced.object.reset();
+        return Named(moved_aside.status(), to, to_name);
+      }
+      aside = std::move(moved_aside).value();
     }
   }
   if (Status s = dir.backing().Rename(from, to.backing(), dest, flags); !s.ok()) {
     if (!aside.empty())
       (void)to.backing().Rename(aside, to.backing(), dest, BackingDir::kNoReplace);
     if (!existing.ok()) UnprepareLocked(to, dest);
+    out.replaced.object.reset();
     return Named(s, dir, name);
   }
+  out.changed = true;
+  out.moved = src;
   // Best effort: a leftover is hidden.
   if (!aside.empty()) (void)volume_.RemoveDirectory(to.backing(), aside);
-  volume_.ReleaseSymlinkTarget(*root_, replaced_target);
+  if (out.replaced.object)
+    out.replaced.target = std::move(replaced_target);  // read through the kept handle
+  else
+    volume_.ReleaseSymlinkTarget(*root_, replaced_target);
   if (&dir.backing() != &to.backing() || from != dest) volume_.ReleaseName(dir.backing(), from);
   return Status::Ok();
 }
 
-Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, std::string_view name,
-                                                       mode_t mode, bool exclusive) {
+Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode_t mode,
+                                     bool exclusive, bool keep_atime, const Finish& finish) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  std::unique_ptr<BackingFile> opened;
-  {
-    LongNameLock lock(*this, stored);
-    SIGILFS_RETURN_IF_ERROR(PrepareLocked(dir, name, stored));
-    // Cipher files are always opened for reading too: partial writes read the old page.
-    auto file = dir.backing().OpenFile(
-        stored, {.write = true, .create = true, .exclusive = exclusive, .mode = mode & 07777});
-    if (!file.ok()) {
-      UnprepareLocked(dir, stored);
-      return Named(file.status(), dir, name);
-    }
-    opened = std::move(file).value();
+  LongNameLock lock(*this, stored);
+  SIGILFS_RETURN_IF_ERROR(PrepareLocked(dir, name, stored));
+  // Cipher files are always opened for reading too: partial writes read the old page.
+  FileOpenMode how{.write = true, .create = true, .exclusive = true, .mode = mode & 07777,
+                   .keep_atime = keep_atime};
+  NewFile made;
+  auto file = dir.backing().OpenFile(stored, how);
+  made.created = file.ok();
+  if (!file.ok() && file.status().code() == Code::kExists && !exclusive) {
+    how.create = how.exclusive = false;  // there already, or made by another caller meanwhile
+    file = dir.backing().OpenFile(stored, how);
   }
-  auto file = std::move(opened);
-  return volume_.pages().Open(std::move(file), dir.PathOf(name));
+  if (!file.ok()) {
+    UnprepareLocked(dir, stored);
+    return Named(file.status(), dir, name);
+  }
+  made.file = std::move(file).value();
+  // The object opened: the name still leads to it, unless a rename or removal of this very
+  // name came between (which a caller that cares keeps out, as a mount does).
+  auto object = dir.backing().OpenObject(stored);
+  if (!object.ok()) return Named(object.status(), dir, name);
+  made.object = std::move(object).value();
+  if (made.created && finish) {
+    if (Status s = finish(*made.object); !s.ok()) {
+      made = NewFile();
+      (void)dir.backing().Unlink(stored);
+      volume_.ReleaseName(dir.backing(), stored);
+      return s;
+    }
+  }
+  return made;
 }
 
-Result<std::unique_ptr<FileContents>> Tree::OpenFile(const Dir& dir, std::string_view name,
+Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, const EntryName& name,
+                                                       mode_t mode, bool exclusive) {
+  SIGILFS_ASSIGN_OR_RETURN(NewFile made, MakeFile(dir, name, mode, exclusive));
+  return volume_.pages().Open(std::move(made.file), Shown(dir, name));
+}
+
+Result<std::unique_ptr<FileContents>> Tree::OpenFile(const Dir& dir, const EntryName& name,
                                                      bool write, const struct stat* same_as) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
   auto file =
       dir.backing().OpenFile(stored, {.write = write, .keep_atime = !write, .same_as = same_as});
   if (!file.ok()) return Named(file.status(), dir, name);
-  return volume_.pages().Open(std::move(file).value(), dir.PathOf(name));
+  return volume_.pages().Open(std::move(file).value(), Shown(dir, name));
 }
 
-Status Tree::SetMode(const Dir& dir, std::string_view name, mode_t mode) {
+Status Tree::SetMode(const Dir& dir, const EntryName& name, mode_t mode) {
   std::string stored;
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
@@ -358,7 +486,7 @@ Status Tree::SetMode(const Dir& dir, std::string_view name, mode_t mode) {
   return dir.backing().SetMode(stored, mode & 07777);
 }
 
-Status Tree::SetOwner(const Dir& dir, std::string_view name, uid_t uid, gid_t gid) {
+Status Tree::SetOwner(const Dir& dir, const EntryName& name, uid_t uid, gid_t gid) {
   std::string stored;
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
@@ -366,7 +494,7 @@ Status Tree::SetOwner(const Dir& dir, std::string_view name, uid_t uid, gid_t gi
   return dir.backing().SetOwner(stored, uid, gid);
 }
 
-Status Tree::SetTimes(const Dir& dir, std::string_view name, const struct timespec times[2]) {
+Status Tree::SetTimes(const Dir& dir, const EntryName& name, const struct timespec times[2]) {
   std::string stored;
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
@@ -374,7 +502,7 @@ Status Tree::SetTimes(const Dir& dir, std::string_view name, const struct timesp
   return dir.backing().SetTimes(stored, times);
 }
 
-Status Tree::SetSize(const Dir& dir, std::string_view name, uint64_t size) {
+Status Tree::SetSize(const Dir& dir, const EntryName& name, uint64_t size) {
   SIGILFS_ASSIGN_OR_RETURN(auto file, OpenFile(dir, name, /*write=*/true));
   SIGILFS_RETURN_IF_ERROR(file->Truncate(size));
   return file->Sync(false);
@@ -458,7 +586,7 @@ Result<std::vector<std::string>> Tree::XattrNames(
 }
 
 // The entry forms: `name` of `dir` (an empty name: `dir` itself); a symlink has none.
-Result<std::string> Tree::XattrEntry(const Dir& dir, std::string_view name, bool* symlink) {
+Result<std::string> Tree::XattrEntry(const Dir& dir, const EntryName& name, bool* symlink) {
   std::string stored;
   if (!name.empty()) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
@@ -468,7 +596,7 @@ Result<std::string> Tree::XattrEntry(const Dir& dir, std::string_view name, bool
   return stored;
 }
 
-Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view name,
+Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, const EntryName& name,
                                             std::string_view attr) {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
   bool symlink = false;
@@ -477,7 +605,7 @@ Result<std::vector<uint8_t>> Tree::GetXattr(const Dir& dir, std::string_view nam
   return ReadXattr(dir.backing(), stored, attr, /*lend=*/false);
 }
 
-Status Tree::SetXattr(const Dir& dir, std::string_view name, std::string_view attr, ByteSpan value,
+Status Tree::SetXattr(const Dir& dir, const EntryName& name, std::string_view attr, ByteSpan value,
                       int flags) {
   bool symlink = false;
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
@@ -485,7 +613,7 @@ Status Tree::SetXattr(const Dir& dir, std::string_view name, std::string_view at
   return WriteXattr(dir.backing(), stored, attr, value, flags);
 }
 
-Status Tree::RemoveXattr(const Dir& dir, std::string_view name, std::string_view attr) {
+Status Tree::RemoveXattr(const Dir& dir, const EntryName& name, std::string_view attr) {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(attr));
   bool symlink = false;
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
@@ -494,7 +622,7 @@ Status Tree::RemoveXattr(const Dir& dir, std::string_view name, std::string_view
 }
 
 Result<std::vector<std::string>> Tree::ListXattrs(
-    const Dir& dir, std::string_view name,
+    const Dir& dir, const EntryName& name,
     const std::function<void(const std::string&, const Status&)>& damaged) {
   bool symlink = false;
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, XattrEntry(dir, name, &symlink));
@@ -599,7 +727,7 @@ Result<std::unique_ptr<Tree::Staged>> Tree::StageNode(const Dir& dir, mode_t mod
   });
 }
 
-Result<std::unique_ptr<Tree::Staged>> Tree::StageLink(const Dir& from, std::string_view name,
+Result<std::unique_ptr<Tree::Staged>> Tree::StageLink(const Dir& from, const EntryName& name,
                                                       const Dir& dir) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(from, name));
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, from.backing().Stat(stored));
@@ -643,7 +771,7 @@ Status Tree::Staged::Finish() {
   return Status::Ok();
 }
 
-Status Tree::Staged::Place(std::string_view name, bool replace) {
+Status Tree::Staged::Place(const EntryName& name, bool replace) {
   if (temp_.empty()) return Errno(EINVAL, "staged entry already placed");
   SIGILFS_RETURN_IF_ERROR(Finish());
   Tree& tree = tree_;
@@ -657,7 +785,7 @@ Status Tree::Staged::Place(std::string_view name, bool replace) {
     if (IsDir(*existing)) return Status(Code::kExists, "exists and is a directory", EEXIST);
     replaced_target = tree.volume_.TargetToRelease(dir, stored, *existing);
   } else if (existing.status().code() != Code::kNotFound) {
-    return Named(existing.status(), *dir_, name);
+    return tree.Named(existing.status(), *dir_, name);
   }
   SIGILFS_RETURN_IF_ERROR(tree.PrepareLocked(*dir_, name, stored));
   Status s = dir.Rename(temp_, dir, stored, replace ? 0u : unsigned{BackingDir::kNoReplace});
@@ -666,7 +794,7 @@ Status Tree::Staged::Place(std::string_view name, bool replace) {
   if (!s.ok()) {
     if (!existing.ok()) tree.UnprepareLocked(*dir_, stored);
     if (s.sys_errno() == EEXIST) return Status(Code::kExists, "exists", EEXIST);
-    return Named(s, *dir_, name);
+    return tree.Named(s, *dir_, name);
   }
   // Gone after a rename, but left by a link, or by a rename onto another name of its inode.
   (void)dir.Unlink(temp_);

@@ -128,7 +128,7 @@ TEST_P(TreeTest, NamesAreStoredEncryptedAndListBackInEveryKind) {
   EXPECT_EQ(tree_->MakeDir(*root_, std::string(256, 'y'), 0700).code(), Code::kNameTooLong);
   EXPECT_EQ(tree_->MakeDir(*root_, "a/b", 0700).code(), Code::kInvalidArgument);
   EXPECT_EQ(tree_->CreateFile(*root_, "..", 0600).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(Err(tree_->MakeNode(*root_, "plain", S_IFREG | 0600, 0)), EINVAL);
+  EXPECT_EQ(Err(tree_->MakeNode(*root_, "plain", S_IFDIR | 0700, 0)), EINVAL);
   EXPECT_EQ(Err(tree_->MakeDir(*root_, "photos", 0700)), EEXIST);
   EXPECT_EQ(Err(tree_->MakeSymlink(*root_, long_name, "x")), EEXIST);
   EXPECT_EQ(tree_->MakeSymlink(*root_, "big", std::string(4096, 't')).code(), Code::kNameTooLong);
@@ -140,6 +140,147 @@ TEST_P(TreeTest, NamesAreStoredEncryptedAndListBackInEveryKind) {
   // A long name's side file goes with its entry.
   ASSERT_TRUE(tree_->Unlink(*root_, long_name).ok());
   EXPECT_EQ(Stored().size(), before.size() - 2);
+}
+
+TEST_P(TreeTest, AFailedFinishRemovesTheNewEntryWithWhatBelongsToIt) {
+  const std::string long_name(240, 'f');
+  const std::vector<std::string> before = Stored();
+  const Tree::Finish refuse = [](BackingDir& object) {
+    EXPECT_TRUE(object.Stat("").ok());  // a handle on the new entry itself
+    return Status::FromErrno(ENOSPC, "no room for the ACL");
+  };
+  for (const std::string& name : {std::string("short"), long_name}) {
+    EXPECT_EQ(Err(tree_->MakeDir(*root_, name, 0700, refuse)), ENOSPC) << name.size();
+    EXPECT_EQ(Err(tree_->MakeNode(*root_, name, S_IFIFO | 0600, 0, refuse)), ENOSPC);
+    EXPECT_EQ(Err(tree_->MakeSymlink(*root_, name, std::string(3500, 't'), refuse)), ENOSPC);
+    EXPECT_EQ(Err(tree_->MakeFile(*root_, name, 0600, true, false, refuse).status()), ENOSPC);
+    EXPECT_EQ(Stored(), before) << "a refused entry left something behind";
+  }
+  // Given, it runs once, on the new entry, and an existing file is not finished again.
+  int finished = 0;
+  const Tree::Finish count = [&](BackingDir& object) {
+    ++finished;
+    return object.SetMode("", 0640);
+  };
+  auto made = tree_->MakeFile(*root_, "f", 0600, false, false, count);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_TRUE(made->created);
+  EXPECT_EQ(made->object->Stat("")->st_mode & 07777, 0640u);
+  auto again = tree_->MakeFile(*root_, "f", 0600, false, false, count);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(finished, 1);
+  EXPECT_EQ(again->object->Stat("")->st_ino, made->object->Stat("")->st_ino);
+  EXPECT_EQ(Err(tree_->MakeFile(*root_, "f", 0600, true).status()), EEXIST);
+}
+
+TEST_P(TreeTest, ARemovalHandsBackTheObjectItWasAskedToKeep) {
+  Write(*root_, "f", "kept contents");
+  const std::string long_target(3500, 'l');
+  ASSERT_TRUE(tree_->MakeSymlink(*root_, "l", long_target).ok());
+  ASSERT_TRUE(tree_->MakeDir(*root_, "d", 0700).ok());
+  ASSERT_TRUE(tree_->MakeDir(*root_, "full", 0700).ok());
+  auto full = tree_->OpenDir(*root_, "full");
+  ASSERT_TRUE(full.ok());
+  Write(**full, "x", "x");
+  const std::vector<std::string> everything = Stored();
+
+  Tree::Removed removed;
+  removed.keep = [](const struct stat& st) { return S_ISREG(st.st_mode) || S_ISLNK(st.st_mode); };
+  ASSERT_TRUE(tree_->Unlink(*root_, "f", &removed).ok());
+  ASSERT_NE(removed.object, nullptr);
+  EXPECT_TRUE(S_ISREG(removed.st.st_mode));
+  EXPECT_EQ(removed.object->Stat("")->st_nlink, 0u);  // removed, and still reached
+  EXPECT_TRUE(removed.object->OpenFile("", {.write = false}).ok());
+
+  // A long target's side file is left to the caller while it keeps the link.
+  Tree::Removed link;
+  link.keep = removed.keep;
+  ASSERT_TRUE(tree_->Unlink(*root_, "l", &link).ok());
+  ASSERT_NE(link.object, nullptr);
+  ASSERT_FALSE(link.target.empty());
+  EXPECT_EQ(*volume_->DecryptSymlinkTarget(*store_, *link.object->ReadSymlink("")), long_target);
+  volume_->ReleaseSymlinkTarget(*store_, link.target);
+
+  // Not asked for, nothing kept; a refused removal keeps nothing and changes nothing.
+  Tree::Removed dir;
+  dir.keep = removed.keep;
+  ASSERT_TRUE(tree_->RemoveDir(*root_, "d", &dir).ok());
+  EXPECT_EQ(dir.object, nullptr);
+  EXPECT_TRUE(S_ISDIR(dir.st.st_mode));
+  const std::vector<std::string> left = Stored();
+  Tree::Removed refused;
+  refused.keep = [](const struct stat&) { return true; };
+  EXPECT_EQ(Err(tree_->RemoveDir(*root_, "full", &refused)), ENOTEMPTY);
+  EXPECT_EQ(refused.object, nullptr);
+  EXPECT_EQ(Stored(), left);
+  EXPECT_EQ(left.size(), everything.size() - 5);  // f, l and its side file, d and its IV
+}
+
+TEST_P(TreeTest, ARenameTellsWhatItMovedAndReplaced) {
+  Write(*root_, "a", "a");
+  Write(*root_, "b", "b");
+  const ino_t a = tree_->StatStored(*root_, "a")->st_ino;
+  const ino_t b = tree_->StatStored(*root_, "b")->st_ino;
+  Tree::Renamed renamed;
+  renamed.replaced.keep = [](const struct stat&) { return true; };
+  ASSERT_TRUE(tree_->Rename(*root_, "a", *root_, "b", 0, &renamed).ok());
+  EXPECT_TRUE(renamed.changed);
+  EXPECT_EQ(renamed.moved.st_ino, a);
+  EXPECT_EQ(renamed.replaced.st.st_ino, b);
+  ASSERT_NE(renamed.replaced.object, nullptr);
+  EXPECT_EQ(renamed.replaced.object->Stat("")->st_ino, b);
+  EXPECT_EQ(Read(*root_, "b"), "a");
+
+  // Two names of one file: nothing done, nothing told.
+  ASSERT_TRUE(tree_->Link(*root_, "b", *root_, "c").ok());
+  Tree::Renamed same;
+  ASSERT_TRUE(tree_->Rename(*root_, "b", *root_, "c", 0, &same).ok());
+  EXPECT_FALSE(same.changed);
+
+  // An exchange moves both, removes neither.
+  Write(*root_, "d", "d");
+  Tree::Renamed swapped;
+  ASSERT_TRUE(tree_->Rename(*root_, "b", *root_, "d", BackingDir::kExchange, &swapped).ok());
+  EXPECT_TRUE(swapped.changed);
+  EXPECT_EQ(swapped.moved.st_ino, a);
+  EXPECT_EQ(swapped.replaced.object, nullptr);
+  EXPECT_EQ(Read(*root_, "b"), "d");
+  EXPECT_EQ(Read(*root_, "d"), "a");
+}
+
+TEST_P(TreeTest, AResolvedNameIsEncryptedOnceAndOnlyForItsDirectory) {
+  ASSERT_TRUE(tree_->MakeDir(*root_, "sub", 0700).ok());
+  auto sub = tree_->OpenDir(*root_, "sub");
+  ASSERT_TRUE(sub.ok());
+  auto name = tree_->Resolve(*root_, "same");
+  ASSERT_TRUE(name.ok());
+  EXPECT_EQ(name->plain(), "same");
+  EXPECT_FALSE(name->stored().empty());
+  Write(*root_, "same", "in the root");
+  Write(**sub, "same", "in sub");
+  // Used with another directory, the name is that directory's, not the resolved stored form.
+  EXPECT_EQ(tree_->Stat(**sub, *name)->st_ino, tree_->Stat(**sub, "same")->st_ino);
+  EXPECT_NE(tree_->Stat(**sub, *name)->st_ino, tree_->Stat(*root_, *name)->st_ino);
+  // And a stored name read back (a listing's, a node's record) opens to the same entry.
+  auto listed = tree_->Listed(*root_, name->stored());
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->plain(), "same");
+  EXPECT_EQ(tree_->Listed(**sub, name->stored()).status().code() == Code::kOk, false);
+}
+
+TEST_P(TreeTest, ATreeKeepingPlainNamesOutOfErrorsShowsStoredNames) {
+  TreeOptions options;
+  options.plain_names_in_errors = false;
+  auto quiet = Tree::Open(*volume_, std::move(store_->OpenDir("")).value(), options);
+  ASSERT_TRUE(quiet.ok());
+  auto root = (*quiet)->Root();
+  ASSERT_TRUE(root.ok());
+  const Status s = (*quiet)->Unlink(**root, "secret-plan.txt");
+  EXPECT_EQ(Err(s), ENOENT);
+  EXPECT_EQ(s.ToString().find("secret"), std::string::npos) << s.ToString();
+  const Status loud = tree_->Unlink(*root_, "secret-plan.txt");
+  EXPECT_NE(loud.ToString().find("secret-plan.txt"), std::string::npos) << loud.ToString();
 }
 
 TEST_P(TreeTest, DirectoriesNestWalkAndGoOnlyWhenEmpty) {

@@ -86,6 +86,7 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
   // checked here: a mount starts on a damaged root, and each lookup reports the damage.
   core::TreeOptions tree_options;
   tree_options.check_root_iv = false;
+  tree_options.plain_names_in_errors = false;  // the daemon's log is not encrypted
   tree_ = std::move(core::Tree::Open(*volume_, core::BorrowPosixBackingDir(volume_->root_fd()),
                                      std::move(tree_options)))
               .value();
@@ -326,12 +327,20 @@ Result<DirIv> Filesystem::DirIvOf(Inode& dir, core::BackingDir& backing) {
   return *dir.iv;
 }
 
+Result<std::unique_ptr<core::Tree::Dir>> Filesystem::TreeDirOf(Inode& dir, struct stat* st_out) {
+  struct stat st;
+  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(dir, &st));
+  if (!S_ISDIR(st.st_mode)) return Errno(ENOTDIR, "lookup");
+  SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(dir, *object));
+  if (st_out != nullptr) *st_out = st;
+  // Named in errors by its inode number: no plaintext name reaches the daemon's log.
+  return tree_->DirOf(std::move(object), iv, "inode " + std::to_string(st.st_ino));
+}
+
 Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& name) {
   Place at;
-  SIGILFS_ASSIGN_OR_RETURN(at.dir, OpenInode(dir, &at.dir_st));
-  if (!S_ISDIR(at.dir_st.st_mode)) return Errno(ENOTDIR, "lookup");
-  SIGILFS_ASSIGN_OR_RETURN(at.iv, DirIvOf(dir, *at.dir));
-  SIGILFS_ASSIGN_OR_RETURN(at.stored, volume_->StoredName(at.iv, name));
+  SIGILFS_ASSIGN_OR_RETURN(at.dir, TreeDirOf(dir, &at.dir_st));
+  SIGILFS_ASSIGN_OR_RETURN(at.name, tree_->Resolve(*at.dir, name));
   return at;
 }
 
@@ -485,7 +494,7 @@ Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, core::Ba
 Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
+  return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
 namespace {
@@ -742,11 +751,19 @@ void Filesystem::CloseContentsLocked(Inode& inode) {
   inode.object.reset();
 }
 
-Status Filesystem::Chown(const Place& at, const Caller& caller) {
+Status Filesystem::Chown(core::BackingDir& object, const Place& at, const Caller& caller) {
   if (!options_.set_owner) return Status::Ok();
   // New entries belong to whoever made them; in a setgid directory, to its group.
   const gid_t gid = (at.dir_st.st_mode & S_ISGID) != 0 ? at.dir_st.st_gid : caller.gid;
-  return at.dir->SetOwner(at.stored, caller.uid, gid);
+  return object.SetOwner("", caller.uid, gid);
+}
+
+core::Tree::Finish Filesystem::FinishFor(const Place& at, const NewModes& modes,
+                                         const Caller& caller) {
+  return [this, &at, &modes, &caller](core::BackingDir& object) {
+    SIGILFS_RETURN_IF_ERROR(Chown(object, at, caller));
+    return FinishNew(object, modes);
+  };
 }
 
 Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_t mode, int flags,
@@ -754,58 +771,31 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   if (options_.read_only) return Status::FromErrno(EROFS, "create");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(*at.dir, S_IFREG, mode, caller));
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(*at.dir, at.iv, name));
-  const std::string& stored = at.stored;
-  // Cipher files are always opened for reading too: partial writes read the old page.
-  core::FileOpenMode how;
-  how.create = how.exclusive = true;
-  how.mode = modes.initial();
-  how.keep_atime = NoAtime(false);
-  auto file = at.dir->OpenFile(stored, how);
-  const bool created = file.ok();
-  const bool existed = !file.ok() && file.status().code() == Code::kExists;
-  if (existed && (flags & O_EXCL) == 0) {
-    how.create = how.exclusive = false;  // lost a race with another creator
-    file = at.dir->OpenFile(stored, how);
-  }
-  if (!file.ok()) {
-    if (!existed) volume_->ReleaseName(*at.dir, stored);  // a long name's side file, unused
-    return file.status();
-  }
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dir->backing(), S_IFREG, mode, caller));
+  SIGILFS_ASSIGN_OR_RETURN(
+      core::Tree::NewFile made,
+      tree_->MakeFile(*at.dir, at.name, modes.initial(), (flags & O_EXCL) != 0, NoAtime(false),
+                      FinishFor(at, modes, caller)));
+  const std::string& stored = at.stored();
   if (DebugOps())
     Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir_st.st_ino, stored.c_str(),
-        created ? 1 : 0);
-  // The object opened: renames and removals wait for tree_mu_, so the name still leads to it.
-  auto object = at.dir->OpenObject(stored);
-  Status s = object.status();
-  if (s.ok() && created) {
-    s = Chown(at, caller);
-    if (s.ok()) s = FinishNew(**object, modes);
-  }
-  if (!s.ok()) {
-    if (created) {
-      // Not half made: a file without its ACL could give a named user what the ACL denies.
-      (void)at.dir->Unlink(stored);
-      volume_->ReleaseName(*at.dir, stored);
-    }
-    return s;
-  }
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, (*object)->Stat(""));
+        made.created ? 1 : 0);
+  const bool created = made.created;
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, made.object->Stat(""));
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
-                           Intern(st, parent.shared_from_this(), stored, **object, ""));
+                           Intern(st, parent.shared_from_this(), stored, *made.object, ""));
   Status failed = Status::Ok();
   std::shared_ptr<core::FileContents> contents;
   {
     MutexLock lock(inode->mu);
     if (!inode->contents) {
       auto contents =
-          volume_->pages().Open(std::move(file).value(), "file " + std::to_string(st.st_ino));
+          volume_->pages().Open(std::move(made.file), "file " + std::to_string(st.st_ino));
       if (!contents.ok()) {
         failed = contents.status();
       } else {
         inode->contents = std::move(contents).value();
-        inode->object = std::move(object).value();
+        inode->object = std::move(made.object);
         inode->is_open = true;
         open_files_.fetch_add(1, std::memory_order_relaxed);
       }
@@ -821,17 +811,18 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
     return failed;
   }
   // The node now holds a lookup and an open for the kernel: a failure gives both back.
+  Status s = Status::Ok();
   if ((flags & O_TRUNC) != 0 && !created) s = contents->Truncate(0);
   struct stat attr {};
   if (s.ok()) {
-    auto now = at.dir->Stat(stored);
+    auto now = at.dir->backing().Stat(stored);
     if (now.ok())
       st = *now;
     else
       s = now.status();
   }
   if (s.ok()) {
-    auto translated = Translate(st, *at.dir, stored, inode.get());
+    auto translated = Translate(st, at.dir->backing(), stored, inode.get());
     if (translated.ok())
       attr = *translated;
     else
@@ -1298,7 +1289,8 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(*at.dir, mode & S_IFMT, mode, caller));
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
+                           ModesForNew(at.dir->backing(), mode & S_IFMT, mode, caller));
   if (!S_ISREG(mode) && !modes.access_acl.empty()) {
     // The backing filesystem keeps no `user.*` attributes on special files: they get the mode
     // the inherited ACL allows, without its named entries. Their group bits become what the
@@ -1309,26 +1301,11 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
     modes.mode = (modes.mode & ~static_cast<mode_t>(S_IRWXG)) | (group << 3);
     modes.access_acl.clear();
   }
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(*at.dir, at.iv, name));
-  if (Status made = at.dir->MakeNode(at.stored, (mode & S_IFMT) | modes.initial(), rdev);
-      !made.ok()) {
-    if (made.code() != Code::kExists) volume_->ReleaseName(*at.dir, at.stored);
-    return made;
-  }
+  SIGILFS_RETURN_IF_ERROR(tree_->MakeNode(*at.dir, at.name, (mode & S_IFMT) | modes.initial(),
+                                          rdev, FinishFor(at, modes, caller)));
   if (DebugOps())
-    Log("op mknod dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored.c_str());
-  if (Status s = FinishMade(at, modes, caller); !s.ok()) {
-    (void)at.dir->Unlink(at.stored);
-    volume_->ReleaseName(*at.dir, at.stored);
-    return s;
-  }
-  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
-}
-
-Status Filesystem::FinishMade(const Place& at, const NewModes& modes, const Caller& caller) {
-  SIGILFS_RETURN_IF_ERROR(Chown(at, caller));
-  SIGILFS_ASSIGN_OR_RETURN(auto object, at.dir->OpenObject(at.stored));
-  return FinishNew(*object, modes);
+    Log("op mknod dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
+  return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
 Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t mode,
@@ -1336,19 +1313,14 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(*at.dir, S_IFDIR, mode, caller));
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dir->backing(), S_IFDIR, mode, caller));
   // A setgid directory passes its bit on to subdirectories, as on ext4.
   modes.mode |= at.dir_st.st_mode & S_ISGID;
-  SIGILFS_RETURN_IF_ERROR(volume_->MakeDirectory(*at.dir, at.iv, name, modes.initial()));
+  SIGILFS_RETURN_IF_ERROR(
+      tree_->MakeDir(*at.dir, at.name, modes.initial(), FinishFor(at, modes, caller)));
   if (DebugOps())
-    Log("op mkdir dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored.c_str());
-  if (Status s = FinishMade(at, modes, caller); !s.ok()) {
-    // Not half made: without its default ACL, entries made in it would get the umask instead.
-    (void)volume_->RemoveDirectory(*at.dir, at.stored);
-    volume_->ReleaseName(*at.dir, at.stored);
-    return s;
-  }
-  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
+    Log("op mkdir dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
+  return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
 Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
@@ -1356,17 +1328,13 @@ Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
   if (options_.read_only) return Status::FromErrno(EROFS, "symlink");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, volume_->EncryptSymlinkTarget(target));
-  Status s = volume_->PrepareName(*at.dir, at.iv, name);
-  if (s.ok()) s = at.dir->MakeSymlink(at.stored, sealed);
-  if (!s.ok()) {
-    volume_->ReleaseSymlinkTarget(sealed);  // a long target's side file
-    return s;
-  }
+  SIGILFS_RETURN_IF_ERROR(
+      tree_->MakeSymlink(*at.dir, at.name, target, [&](core::BackingDir& object) {
+        return Chown(object, at, caller);
+      }));
   if (DebugOps())
-    Log("op symlink dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored.c_str());
-  SIGILFS_RETURN_IF_ERROR(Chown(at, caller));
-  return EntryAt(parent.shared_from_this(), *at.dir, at.stored);
+    Log("op symlink dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
+  return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
 Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::string& new_name) {
@@ -1381,35 +1349,30 @@ Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::str
     if (inode.names.empty()) return Errno(ENOENT, "link of a removed file");
     from = inode.names.front();
   }
-  SIGILFS_ASSIGN_OR_RETURN(Object from_dir, OpenInode(*from.parent));
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(*at.dir, at.iv, new_name));
-  if (Status s = from_dir->Link(from.stored, *at.dir, at.stored); !s.ok()) {
-    if (s.code() != Code::kExists) volume_->ReleaseName(*at.dir, at.stored);
-    return s;
-  }
-  return EntryAt(new_parent.shared_from_this(), *at.dir, at.stored);
+  SIGILFS_ASSIGN_OR_RETURN(auto from_dir, TreeDirOf(*from.parent));
+  SIGILFS_ASSIGN_OR_RETURN(core::EntryName from_name, tree_->Listed(*from_dir, from.stored));
+  SIGILFS_RETURN_IF_ERROR(tree_->Link(*from_dir, from_name, *at.dir, at.name));
+  return EntryAt(new_parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
-Object Filesystem::OpenBeforeRemoval(const std::shared_ptr<Inode>& node, core::BackingDir& dir,
-                                     const std::string& stored, const struct stat& st) {
-  if (!node || node->removed) return nullptr;
-  // Another link (a hard link never looked up here) keeps the object, and an unlinked file the
-  // kernel still caches may stay cached long: only an object this removal deletes is kept.
-  if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) return nullptr;
-  {
-    MutexLock lock(node->name_mu);
-    if (node->names.size() > 1) return nullptr;  // still reached through another name
-  }
-  {
+core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<Inode>* node) {
+  core::Tree::Removed removed;
+  removed.keep = [this, node](const struct stat& st) {
+    tree_mu_.AssertHeld();  // the caller's, for the whole removal
+    *node = FindLocked(st);
+    if (!*node || (*node)->removed) return false;
+    // Another link (a hard link never looked up here) keeps the object, and an unlinked file
+    // the kernel still caches may stay cached long: only an object this removal deletes is
+    // kept.
+    if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) return false;
+    {
+      MutexLock lock((*node)->name_mu);
+      if ((*node)->names.size() > 1) return false;  // still reached through another name
+    }
     MutexLock lock(table_mu_);
-    if (TableOf(*node).nlookup == 0) return nullptr;  // the kernel forgot it: nothing can ask
-  }
-  // Out of descriptors: the node then behaves as before (ENOENT once removed).
-  auto object = dir.OpenObject(stored);
-  if (!object.ok()) return nullptr;
-  auto now = (*object)->Stat("");
-  if (!now.ok() || now->st_dev != node->key_dev || now->st_ino != node->key_ino) return nullptr;
-  return std::move(object).value();
+    return TableOf(**node).nlookup > 0;  // forgotten by the kernel: nothing can ask
+  };
+  return removed;
 }
 
 void Filesystem::KeepRemoved(Inode& node, Object object, const std::string& target) {
@@ -1434,24 +1397,21 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "unlink");
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, at.dir->Stat(at.stored));
-  if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "unlink");
-  std::shared_ptr<Inode> inode = FindLocked(st);
-  Object kept = OpenBeforeRemoval(inode, *at.dir, at.stored, st);
-  const std::string target = volume_->TargetToRelease(*at.dir, at.stored, st);
-  SIGILFS_RETURN_IF_ERROR(at.dir->Unlink(at.stored));
+  std::shared_ptr<Inode> inode;
+  core::Tree::Removed removed = KeepOnRemoval(&inode);
+  SIGILFS_RETURN_IF_ERROR(tree_->Unlink(*at.dir, at.name, &removed));
   if (DebugOps())
     Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir_st.st_ino,
-        at.stored.c_str(), (unsigned long long)st.st_ino, static_cast<void*>(inode.get()));
+        at.stored().c_str(), (unsigned long long)removed.st.st_ino,
+        static_cast<void*>(inode.get()));
   if (inode) {
     // Other hard links (if any) keep reaching it.
     MutexLock lock(inode->name_mu);
-    RemoveName(*inode, parent, at.stored);
-    KeepRemoved(*inode, std::move(kept), target);
-  } else if (!target.empty()) {
-    volume_->ReleaseSymlinkTarget(target);
+    RemoveName(*inode, parent, at.stored());
+    KeepRemoved(*inode, std::move(removed.object), removed.target);
+  } else if (!removed.target.empty()) {
+    volume_->ReleaseSymlinkTarget(removed.target);
   }
-  volume_->ReleaseName(*at.dir, at.stored);
   return Status::Ok();
 }
 
@@ -1459,17 +1419,14 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "rmdir");
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, at.dir->Stat(at.stored));
-  if (!S_ISDIR(st.st_mode)) return Status::FromErrno(ENOTDIR, "rmdir");
-  std::shared_ptr<Inode> inode = FindLocked(st);
-  Object kept = OpenBeforeRemoval(inode, *at.dir, at.stored, st);
-  SIGILFS_RETURN_IF_ERROR(volume_->RemoveDirectory(*at.dir, at.stored));
+  std::shared_ptr<Inode> inode;
+  core::Tree::Removed removed = KeepOnRemoval(&inode);
+  SIGILFS_RETURN_IF_ERROR(tree_->RemoveDir(*at.dir, at.name, &removed));
   if (inode) {
     MutexLock lock(inode->name_mu);
-    RemoveName(*inode, parent, at.stored);
-    KeepRemoved(*inode, std::move(kept));
+    RemoveName(*inode, parent, at.stored());
+    KeepRemoved(*inode, std::move(removed.object));
   }
-  volume_->ReleaseName(*at.dir, at.stored);
   return Status::Ok();
 }
 
@@ -1481,16 +1438,22 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place from, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(Place to, Resolve(new_parent, new_name));
-  core::BackingDir& olddir = *from.dir;
-  core::BackingDir& newdir = *to.dir;
-  const std::string& old_stored = from.stored;
-  const std::string& new_stored = to.stored;
-
-  SIGILFS_ASSIGN_OR_RETURN(struct stat src, olddir.Stat(old_stored));
-  auto existing = newdir.Stat(new_stored);
-  if (!existing.ok() && existing.status().code() != Code::kNotFound) return existing.status();
-  const bool target_exists = existing.ok();
-  const struct stat dst = target_exists ? *existing : (struct stat){};
+  unsigned how = 0;
+  if ((flags & RENAME_NOREPLACE) != 0) how |= core::BackingDir::kNoReplace;
+  if ((flags & RENAME_EXCHANGE) != 0) how |= core::BackingDir::kExchange;
+  std::shared_ptr<Inode> replaced;
+  core::Tree::Renamed renamed;
+  if ((flags & RENAME_EXCHANGE) == 0) renamed.replaced = KeepOnRemoval(&replaced);
+  SIGILFS_RETURN_IF_ERROR(tree_->Rename(*from.dir, from.name, *to.dir, to.name, how, &renamed));
+  if (!renamed.changed) return Status::Ok();  // two names of one file
+  const std::string& old_stored = from.stored();
+  const std::string& new_stored = to.stored();
+  const bool target_existed = renamed.replaced.st.st_ino != 0;
+  if (DebugOps())
+    Log("op rename dir=%llu %s ino=%llu -> dir=%llu %s replaced=%d",
+        (unsigned long long)from.dir_st.st_ino, old_stored.c_str(),
+        (unsigned long long)renamed.moved.st_ino, (unsigned long long)to.dir_st.st_ino,
+        new_stored.c_str(), target_existed ? 1 : 0);
   // Renames one of an inode's names (or adds it, if the inode was not known by the old one).
   auto move_to = [](const std::shared_ptr<Inode>& inode, Inode& from_dir, const std::string& from,
                     Inode& to_dir, const std::string& to) {
@@ -1499,54 +1462,21 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
     RemoveName(*inode, from_dir, from);
     AddName(*inode, to_dir.shared_from_this(), to);
   };
-
   if ((flags & RENAME_EXCHANGE) != 0) {
-    if (!target_exists) return Status::FromErrno(ENOENT, "rename");
-    SIGILFS_RETURN_IF_ERROR(
-        olddir.Rename(old_stored, newdir, new_stored, core::BackingDir::kExchange));
     // Side files of long names belong to the names, which stay where they are.
-    auto a = FindLocked(src), b = FindLocked(dst);
+    auto a = FindLocked(renamed.moved), b = FindLocked(renamed.replaced.st);
     move_to(a, parent, old_stored, new_parent, new_stored);
     move_to(b, new_parent, new_stored, parent, old_stored);
     return Status::Ok();
   }
-  if (target_exists) {
-    if (src.st_dev == dst.st_dev && src.st_ino == dst.st_ino) return Status::Ok();  // same file
-    if ((flags & RENAME_NOREPLACE) != 0) return Status::FromErrno(EEXIST, "rename");
-    if (S_ISDIR(src.st_mode) && !S_ISDIR(dst.st_mode)) return Status::FromErrno(ENOTDIR, "rename");
-    if (!S_ISDIR(src.st_mode) && S_ISDIR(dst.st_mode)) return Status::FromErrno(EISDIR, "rename");
-  }
-  SIGILFS_RETURN_IF_ERROR(volume_->PrepareName(newdir, to.iv, new_name));
-  std::shared_ptr<Inode> replaced = target_exists ? FindLocked(dst) : nullptr;
-  Object kept = target_exists ? OpenBeforeRemoval(replaced, newdir, new_stored, dst) : nullptr;
-  const std::string replaced_target =
-      target_exists ? volume_->TargetToRelease(newdir, new_stored, dst) : std::string();
-  std::string aside;  // an empty directory replaced, until the rename has taken its place
-  if (target_exists && S_ISDIR(dst.st_mode)) {
-    SIGILFS_ASSIGN_OR_RETURN(aside, volume_->MoveEmptyDirectoryAside(newdir, new_stored));
-  }
-  const unsigned no_replace =
-      (flags & RENAME_NOREPLACE) != 0 ? unsigned{core::BackingDir::kNoReplace} : 0U;
-  if (Status s = olddir.Rename(old_stored, newdir, new_stored, no_replace); !s.ok()) {
-    if (!aside.empty())
-      (void)newdir.Rename(aside, newdir, new_stored, core::BackingDir::kNoReplace);
-    if (!target_exists && s.code() != Code::kExists) volume_->ReleaseName(newdir, new_stored);
-    return s;
-  }
-  if (!aside.empty()) (void)volume_->RemoveDirectory(newdir, aside);  // a leftover is hidden
-  if (DebugOps())
-    Log("op rename dir=%llu %s ino=%llu -> dir=%llu %s replaced=%d",
-        (unsigned long long)from.dir_st.st_ino, old_stored.c_str(), (unsigned long long)src.st_ino,
-        (unsigned long long)to.dir_st.st_ino, new_stored.c_str(), target_exists ? 1 : 0);
   if (replaced) {
     MutexLock lock(replaced->name_mu);
     RemoveName(*replaced, new_parent, new_stored);
-    KeepRemoved(*replaced, std::move(kept), replaced_target);
-  } else if (!replaced_target.empty()) {
-    volume_->ReleaseSymlinkTarget(replaced_target);
+    KeepRemoved(*replaced, std::move(renamed.replaced.object), renamed.replaced.target);
+  } else if (!renamed.replaced.target.empty()) {
+    volume_->ReleaseSymlinkTarget(renamed.replaced.target);
   }
-  move_to(FindLocked(src), parent, old_stored, new_parent, new_stored);
-  if (&parent != &new_parent || old_stored != new_stored) volume_->ReleaseName(olddir, old_stored);
+  move_to(FindLocked(renamed.moved), parent, old_stored, new_parent, new_stored);
   return Status::Ok();
 }
 

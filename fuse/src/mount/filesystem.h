@@ -290,11 +290,14 @@ class Filesystem {
   // A name inside a directory, resolved: the directory (a handle and its stat), its IV, and the
   // name as stored in the cipher directory.
   struct Place {
-    Object dir;
+    std::unique_ptr<core::Tree::Dir> dir;  // its handle and IV
     struct stat dir_st {};
-    core::DirIv iv{};
-    std::string stored;
+    core::EntryName name;  // resolved: plaintext and stored form
+    const std::string& stored() const { return name.stored(); }
   };
+  // A node's directory as the library's: its handle and IV (`st`, if given, its attributes).
+  Result<std::unique_ptr<core::Tree::Dir>> TreeDirOf(Inode& dir, struct stat* st = nullptr)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
   Result<Place> Resolve(Inode& dir, const std::string& name) SIGILFS_REQUIRES_SHARED(tree_mu_);
 
   std::string PathLocked(const Inode& inode) const SIGILFS_REQUIRES_SHARED(tree_mu_);
@@ -305,12 +308,11 @@ class Filesystem {
   // names are all gone is reached through its removed handle, if it has one.
   Result<Object> OpenInode(const Inode& inode, struct stat* st = nullptr) const
       SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // Before the removal of `stored` in `dir`, which `st` describes: a handle on it if `node` is
-  // held by the kernel, has no other name known here and the object no other link, so that the
-  // node stays reachable once removed (Inode::removed); else none.
-  Object OpenBeforeRemoval(const std::shared_ptr<Inode>& node, core::BackingDir& dir,
-                           const std::string& stored, const struct stat& st)
-      SIGILFS_REQUIRES(tree_mu_);
+  // What a removal asks before an entry (`st`) goes: the entry's node, if known (`*node`), and
+  // whether to keep a handle on its object (core::Tree::Removed): where the kernel holds the
+  // node, no other name of it is known here and the object has no other link, so that the
+  // node stays reachable once removed (Inode::removed).
+  core::Tree::Removed KeepOnRemoval(std::shared_ptr<Inode>* node) SIGILFS_REQUIRES(tree_mu_);
   // After the removal: `node`, left without names, keeps `object`, and with it the side file of
   // a symlink's `target` (Volume::TargetToRelease; released now otherwise).
   void KeepRemoved(Inode& node, Object object, const std::string& target = {})
@@ -351,8 +353,8 @@ class Filesystem {
   Result<Entry> EntryOf(const std::shared_ptr<Inode>& node) SIGILFS_REQUIRES_SHARED(tree_mu_);
   Result<struct stat> Translate(struct stat st, core::BackingDir& dir, const std::string& stored,
                                 const Inode* inode);
-  // A new entry `stored` of `at` given to its maker (MountOptions::set_owner).
-  Status Chown(const Place& at, const Caller& caller);
+  // A new entry (`object`) in the directory of `at` given to its maker (MountOptions::set_owner).
+  Status Chown(core::BackingDir& object, const Place& at, const Caller& caller);
   // What a new entry gets: its mode (the umask applied, or restricted by the parent's default
   // ACL) and the ACLs it inherits (empty when none is stored).
   struct NewModes {
@@ -368,9 +370,8 @@ class Filesystem {
   // Stores a new entry's inherited ACLs and then gives it its final mode (`object`: a handle
   // on the new entry).
   Status FinishNew(core::BackingDir& object, const NewModes& modes);
-  // The new entry at `at`: its owner (Chown), then FinishNew.
-  Status FinishMade(const Place& at, const NewModes& modes, const Caller& caller)
-      SIGILFS_REQUIRES_SHARED(tree_mu_);
+  // A new entry's last touches (core::Tree::Finish): its owner (Chown), then FinishNew.
+  core::Tree::Finish FinishFor(const Place& at, const NewModes& modes, const Caller& caller);
   // The plaintext value of an extended attribute of `object` (ENODATA if none); one that does
   // not open is logged.
   Result<std::vector<uint8_t>> ReadXattr(core::BackingDir& object, const std::string& name);

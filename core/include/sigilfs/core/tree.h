@@ -23,6 +23,28 @@
 
 namespace sigilfs::core {
 
+// An entry's name in a call of Tree: its plaintext, and, once resolved, its stored form in one
+// directory. A plaintext name converts implicitly (each call then derives the stored form, an
+// encryption of some microseconds); Tree::Resolve derives it once, for a caller that makes
+// several calls on one entry (a mount: the lookup, then the create or removal).
+class EntryName {
+ public:
+  EntryName() = default;
+  EntryName(std::string_view plain) : plain_(plain) {}     // NOLINT(google-explicit-constructor)
+  EntryName(const std::string& plain) : plain_(plain) {}   // NOLINT(google-explicit-constructor)
+  EntryName(const char* plain) : plain_(plain) {}          // NOLINT(google-explicit-constructor)
+  const std::string& plain() const { return plain_; }
+  // The stored form, where resolved (empty otherwise).
+  const std::string& stored() const { return stored_; }
+  bool empty() const { return plain_.empty(); }
+
+ private:
+  friend class Tree;
+  std::string plain_;
+  std::string stored_;
+  DirIv iv_{};  // of the directory `stored_` belongs to
+};
+
 struct TreeOptions {
   // Who the vault's own files made for an entry (a directory's IV file, a long name's side
   // file) belong to, when not the caller: a root process writing a user's vault leaves it
@@ -31,6 +53,9 @@ struct TreeOptions {
   // Open refuses a store whose root has no readable IV. A mount starts all the same (each name
   // then fails with the damage), so it opens without the check.
   bool check_root_iv = true;
+  // Errors name an entry by its vault path; without, by its stored name: a daemon whose log is
+  // not encrypted keeps plaintext names out of it.
+  bool plain_names_in_errors = true;
 };
 
 // Entry names are plaintext: one component, never empty, "." or "..", without '/' or NUL
@@ -46,6 +71,7 @@ class Tree {
   class Dir {
    public:
     BackingDir& backing() const { return *backing_; }
+    const std::shared_ptr<BackingDir>& shared_backing() const { return backing_; }
     const DirIv& iv() const { return iv_; }
     const std::string& path() const { return path_; }  // "." for the root, else "a/b"
     // The vault path of entry `name` of this directory (an empty name: the directory's own).
@@ -56,9 +82,9 @@ class Tree {
 
    private:
     friend class Tree;
-    Dir(std::unique_ptr<BackingDir> backing, const DirIv& iv, std::string path)
+    Dir(std::shared_ptr<BackingDir> backing, const DirIv& iv, std::string path)
         : backing_(std::move(backing)), iv_(iv), path_(std::move(path)) {}
-    std::unique_ptr<BackingDir> backing_;
+    std::shared_ptr<BackingDir> backing_;
     DirIv iv_;
     std::string path_;
   };
@@ -85,7 +111,7 @@ class Tree {
     Status SetXattr(std::string_view attr, ByteSpan value);
     // Gives the entry `name` in its directory: over an existing non-directory with `replace`,
     // else only where the name is free (kExists). After a failure the entry is still staged.
-    Status Place(std::string_view name, bool replace);
+    Status Place(const EntryName& name, bool replace);
 
    private:
     friend class Tree;
@@ -119,10 +145,20 @@ class Tree {
       Volume::DirIvCopies copies = Volume::DirIvCopies::kAttributeFirst,
       bool* from_attribute = nullptr);
   Result<std::unique_ptr<Dir>> OpenDir(
-      const Dir& parent, std::string_view name,
+      const Dir& parent, const EntryName& name,
       Volume::DirIvCopies copies = Volume::DirIvCopies::kAttributeFirst,
       bool* from_attribute = nullptr);
   Result<std::unique_ptr<Dir>> Walk(std::string_view path);
+  // A directory the caller reached itself: `backing`, with the IV it read (a mount caches its
+  // directories' IVs), called `path` in errors.
+  std::unique_ptr<Dir> DirOf(std::shared_ptr<BackingDir> backing, const DirIv& iv,
+                             std::string path) const;
+  // `plain` as an entry name of `dir`, its stored form derived once (kNameTooLong, EINVAL as
+  // every call checks a name).
+  Result<EntryName> Resolve(const Dir& dir, std::string_view plain) const;
+  // The entry stored as `stored` in `dir` (a name a listing or a node's record gave), its
+  // plaintext opened: kAuthFailed or kCorrupt if it was not made for this directory.
+  Result<EntryName> Listed(const Dir& dir, const std::string& stored) const;
   // A vault path's directory and last name (empty for the root itself); the entry need not
   // exist.
   struct Located {
@@ -133,11 +169,11 @@ class Tree {
 
   // Attributes as the vault's user sees them: the backing entry's (lstat), a regular file's
   // size its plaintext size.
-  Result<struct stat> Stat(const Dir& dir, std::string_view name);
+  Result<struct stat> Stat(const Dir& dir, const EntryName& name);
   // The entry's attributes as stored: kind, identity, links, mode, owner, times, device (a
   // file's size is its cipher file's). What a walk needs, without opening a file: a damaged
   // sealed file still has them.
-  Result<struct stat> StatStored(const Dir& dir, std::string_view name);
+  Result<struct stat> StatStored(const Dir& dir, const EntryName& name);
   // The entries of `dir` after cursor `from` (0: the start; DirEntry::next_offset resumes
   // after an entry), never "." and "..", in an order that stays put while entries come and go.
   // Names that do not decrypt are skipped and passed to `damaged` (if given).
@@ -149,45 +185,80 @@ class Tree {
       const Dir& dir, std::vector<DirEntry>& out,
       const std::function<void(const std::string& stored, const Status&)>& damaged = {});
 
+  // A new entry's last touches before it is used (a mount: its owner, inherited ACLs and final
+  // mode), given a handle on it. A failure removes the entry again (side files too) and is the
+  // call's.
+  using Finish = std::function<Status(BackingDir& object)>;
   // New entries, with permission bits `mode` (as the backing store applies its umask).
-  Status MakeDir(const Dir& dir, std::string_view name, mode_t mode);
-  // A FIFO, socket or device node (`mode` with its S_IFMT type).
-  Status MakeNode(const Dir& dir, std::string_view name, mode_t mode, dev_t rdev);
-  Status MakeSymlink(const Dir& dir, std::string_view name, std::string_view target);
-  Result<std::string> ReadLink(const Dir& dir, std::string_view name);
+  Status MakeDir(const Dir& dir, const EntryName& name, mode_t mode, const Finish& finish = {});
+  // A FIFO, socket or device node, or an empty regular file (`mode` with its S_IFMT type).
+  Status MakeNode(const Dir& dir, const EntryName& name, mode_t mode, dev_t rdev,
+                  const Finish& finish = {});
+  Status MakeSymlink(const Dir& dir, const EntryName& name, std::string_view target,
+                     const Finish& finish = {});
+  Result<std::string> ReadLink(const Dir& dir, const EntryName& name);
   // A new name `to_name` in `to` for non-directory `name` of `dir`.
-  Status Link(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name);
-  Status Unlink(const Dir& dir, std::string_view name);     // not a directory
-  Status RemoveDir(const Dir& dir, std::string_view name);  // an empty directory
+  Status Link(const Dir& dir, const EntryName& name, const Dir& to, const EntryName& to_name);
+  // What a removal did, for a caller that keeps reaching removed objects (a mount's nodes that
+  // the kernel still holds). `keep` is asked before the entry goes, with its attributes.
+  struct Removed {
+    std::function<bool(const struct stat&)> keep;
+    struct stat st {};  // the entry removed (by a rename: replaced); st_ino 0 if none was
+    // Where `keep` said so: a handle on the object, opened (and checked to be it) before the
+    // removal, and a symlink's long target side file, left for the caller to release
+    // (Volume::ReleaseSymlinkTarget) once the link is not read any more.
+    std::unique_ptr<BackingDir> object;
+    std::string target;
+  };
+  Status Unlink(const Dir& dir, const EntryName& name, Removed* removed = nullptr);
+  Status RemoveDir(const Dir& dir, const EntryName& name, Removed* removed = nullptr);
+  // What a rename did: the entry moved, and the one it replaced (or, exchanged, the one moved
+  // the other way). `changed` is false where the two names were one file's (nothing done).
+  struct Renamed {
+    bool changed = false;
+    struct stat moved {};
+    Removed replaced;  // keep: as for a removal; not asked for an exchange
+  };
   // rename(2), with BackingDir::kNoReplace or kExchange.
-  Status Rename(const Dir& dir, std::string_view name, const Dir& to, std::string_view to_name,
-                unsigned flags = 0);
+  Status Rename(const Dir& dir, const EntryName& name, const Dir& to, const EntryName& to_name,
+                unsigned flags = 0, Renamed* renamed = nullptr);
 
+  // A regular file made, or, unless `exclusive`, opened if present, for a caller that runs the
+  // page layer itself (a mount's open files): the backing file (read and write; `keep_atime`
+  // as FileOpenMode), a handle on the object, and whether it was made here (then given
+  // `finish`).
+  struct NewFile {
+    std::unique_ptr<BackingFile> file;
+    std::unique_ptr<BackingDir> object;
+    bool created = false;
+  };
+  Result<NewFile> MakeFile(const Dir& dir, const EntryName& name, mode_t mode, bool exclusive,
+                           bool keep_atime = false, const Finish& finish = {});
   // Regular files: made (kExists if present and `exclusive`, else the existing one opened), or
   // opened (for writing or not), through the page layer.
-  Result<std::unique_ptr<FileContents>> CreateFile(const Dir& dir, std::string_view name,
+  Result<std::unique_ptr<FileContents>> CreateFile(const Dir& dir, const EntryName& name,
                                                    mode_t mode, bool exclusive = true);
   // `same_as`: opened only if it is that object (ESTALE otherwise), as FileOpenMode says.
-  Result<std::unique_ptr<FileContents>> OpenFile(const Dir& dir, std::string_view name, bool write,
+  Result<std::unique_ptr<FileContents>> OpenFile(const Dir& dir, const EntryName& name, bool write,
                                                  const struct stat* same_as = nullptr);
 
-  Status SetMode(const Dir& dir, std::string_view name, mode_t mode);  // permission bits
-  Status SetOwner(const Dir& dir, std::string_view name, uid_t uid, gid_t gid);
+  Status SetMode(const Dir& dir, const EntryName& name, mode_t mode);  // permission bits
+  Status SetOwner(const Dir& dir, const EntryName& name, uid_t uid, gid_t gid);
   // utimensat's times (UTIME_NOW and UTIME_OMIT included); never through a symlink.
-  Status SetTimes(const Dir& dir, std::string_view name, const struct timespec times[2]);
-  Status SetSize(const Dir& dir, std::string_view name, uint64_t size);  // a regular file's
+  Status SetTimes(const Dir& dir, const EntryName& name, const struct timespec times[2]);
+  Status SetSize(const Dir& dir, const EntryName& name, uint64_t size);  // a regular file's
 
   // Extended attributes, each stored under a keyed hash of its name with its name and value
   // sealed (docs/format.md): `user.*` and the POSIX ACLs' two names (EOPNOTSUPP for others;
   // a symlink has none: EPERM to set, ENODATA to get). Set takes XATTR_CREATE/XATTR_REPLACE.
-  Result<std::vector<uint8_t>> GetXattr(const Dir& dir, std::string_view name,
+  Result<std::vector<uint8_t>> GetXattr(const Dir& dir, const EntryName& name,
                                         std::string_view attr);
-  Status SetXattr(const Dir& dir, std::string_view name, std::string_view attr, ByteSpan value,
+  Status SetXattr(const Dir& dir, const EntryName& name, std::string_view attr, ByteSpan value,
                   int flags = 0);
-  Status RemoveXattr(const Dir& dir, std::string_view name, std::string_view attr);
+  Status RemoveXattr(const Dir& dir, const EntryName& name, std::string_view attr);
   // Their names; one whose value does not open is passed to `damaged` (if given) and left out.
   Result<std::vector<std::string>> ListXattrs(
-      const Dir& dir, std::string_view name,
+      const Dir& dir, const EntryName& name,
       const std::function<void(const std::string& stored, const Status&)>& damaged = {});
 
   // The same on an object the caller holds open (`object`: a handle on the object itself, its
@@ -214,13 +285,25 @@ class Tree {
   Result<std::unique_ptr<Staged>> StageFile(const Dir& dir);
   Result<std::unique_ptr<Staged>> StageSymlink(const Dir& dir, std::string_view target);
   Result<std::unique_ptr<Staged>> StageNode(const Dir& dir, mode_t mode, dev_t rdev);
-  Result<std::unique_ptr<Staged>> StageLink(const Dir& from, std::string_view name, const Dir& dir);
+  Result<std::unique_ptr<Staged>> StageLink(const Dir& from, const EntryName& name, const Dir& dir);
 
  private:
   Tree(Volume& volume, std::unique_ptr<BackingDir> root, TreeOptions options)
       : volume_(volume), root_(std::move(root)), options_(std::move(options)) {}
 
-  Result<std::string> Stored(const Dir& dir, std::string_view name) const;
+  Result<std::string> Stored(const Dir& dir, const EntryName& name) const;
+  // `s` about entry `name` of `dir`: named by its vault path or its stored name (TreeOptions).
+  Status Named(const Status& s, const Dir& dir, const EntryName& name) const;
+  // How entry `name` of `dir` is shown in errors and labels (TreeOptions).
+  std::string Shown(const Dir& dir, const EntryName& name) const;
+  // Runs `finish` on new entry `stored` of `dir` (nothing without one); a failure is returned,
+  // the entry to be removed by the caller.
+  static Status RunFinish(const Dir& dir, const std::string& stored, const Finish& finish);
+  // RunFinish, and on a failure the new non-directory removed with its side files.
+  Status FinishOrRemove(const Dir& dir, const std::string& stored, const Finish& finish);
+  // Before removing entry `stored` (`st`): the handle and target `removed` asks to keep.
+  void KeepBeforeRemoval(const Dir& dir, const std::string& stored, const struct stat& st,
+                         Removed* removed);
   // A long name's side file is made before its entry and removed after it: a create and a
   // removal of one long name must not interleave, or the removal takes the side file the new
   // entry needs. These locks (by the stored name's hash; none for a short name) keep them apart.
@@ -238,18 +321,18 @@ class Tree {
   };
   // Under the name's LongNameLock: its side file written before the entry is made, or, after
   // a failed create, removed unless an entry holds the name.
-  Status PrepareLocked(const Dir& dir, std::string_view name, const std::string& stored);
+  Status PrepareLocked(const Dir& dir, const EntryName& name, const std::string& stored);
   void UnprepareLocked(const Dir& dir, const std::string& stored);
   // A symlink target sealed, a long one's side file written (and owned as vault files are).
   Result<std::string> SealTarget(std::string_view target);
   // lstat of `stored`, the entry `name` of `dir`, its errors told by the entry's vault path.
-  Result<struct stat> Lstat(const Dir& dir, std::string_view name, const std::string& stored);
+  Result<struct stat> Lstat(const Dir& dir, const EntryName& name, const std::string& stored);
   void OwnVaultFile(BackingDir& dir, const std::string& file);
   Result<std::unique_ptr<Staged>> Stage(const Dir& dir,
                                         const std::function<Status(const std::string&)>& make);
   // Extended attributes of entry `stored` of `dir` (empty: `dir` itself).
   Result<std::string> XattrKey(std::string_view attr) const;
-  Result<std::string> XattrEntry(const Dir& dir, std::string_view name, bool* symlink);
+  Result<std::string> XattrEntry(const Dir& dir, const EntryName& name, bool* symlink);
   // `lend`: where the owner lacks read permission, lend it for the read (the mount's: ext4
   // lets an owner read its ACLs whatever the mode).
   Result<std::vector<uint8_t>> ReadXattr(BackingDir& dir, const std::string& stored,
