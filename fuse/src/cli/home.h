@@ -71,13 +71,14 @@ using VerifiedTree = std::map<std::string, VerifiedEntry>;
 Result<uint64_t> CompareWithVault(core::Volume& volume, const std::string& plain,
                                   VerifiedTree* verified = nullptr);
 
-// Removes from open directory `dir` (`shown` in messages; not `dir` itself) the entries of
+// Removes from plain directory `dir` (`shown` in messages; not `dir` itself) the entries of
 // `verified` that are still what was verified: same device, inode and type, and for all but
 // directories the same size and modification time. Directories are removed bottom-up, and only
 // once empty. Anything else (an entry made or changed since, another filesystem) is left in
 // place with its parent directories; kNotEmpty then lists what was left. Never follows
 // symlinks.
-Status RemoveVerified(int dir, const std::string& shown, const VerifiedTree& verified);
+Status RemoveVerified(core::BackingDir& dir, const std::string& shown,
+                      const VerifiedTree& verified);
 
 // A sigilfs mount (type fuse.sigilfs) of one of `vaults`, or one on `mount_point`, in this
 // mount namespace (/proc/self/mountinfo): its mount point, or nothing.

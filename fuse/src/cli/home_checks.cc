@@ -19,16 +19,15 @@
 #include <utility>
 
 #include "home.h"
-#include "sigilfs/core/unique_fd.h"
+#include "sigilfs/core/backing_dir.h"
 #include "sigilfs/crypt/secure_bytes.h"
 #include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::cli::home {
 namespace {
 
-using Fd = core::UniqueFd;
+using core::BackingDir;
 
-constexpr int kOpenDir = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 // What a directory, and a symlink, FIFO or empty file, take at least on most filesystems: a
 // block each (a directory's copy also gets its IV file).
 constexpr uint64_t kBlock = 4096;
@@ -42,40 +41,27 @@ Status SysError(const std::string& path, const char* what) {
   return Status::FromErrno(err, path + ": " + what);
 }
 
+// `s`, an error about `path`, told by it.
+Status About(const std::string& path, const Status& s) {
+  return Status::FromErrno(s.sys_errno() != 0 ? s.sys_errno() : EIO, path + ": " + s.ToString());
+}
+
 std::string MiB(uint64_t bytes) {
   std::ostringstream s;
   s << (bytes + (1 << 20) - 1) / (1 << 20) << " MiB";
   return s.str();
 }
 
-// Opens without updating the access time where allowed (own files, or root), else normally.
-int OpenNoAtime(int dirfd, const std::string& name, int flags) {
-  const int fd = ::openat(dirfd, name.c_str(), flags | O_NOATIME | O_CLOEXEC);
-  if (fd >= 0 || errno != EPERM) return fd;
-  return ::openat(dirfd, name.c_str(), flags | O_CLOEXEC);
-}
-
-// The names in plain directory `dir` (an open descriptor), sorted, without "." and "..".
-Result<std::vector<std::string>> ListNames(int dir, const std::string& shown) {
-  const int fd = ::dup(dir);
-  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-  if (d == nullptr) {
-    Status s = SysError(shown, "list");
-    if (fd >= 0) ::close(fd);
-    return s;
-  }
-  ::rewinddir(d);
+// The names in plain directory `dir`, sorted (its listing keeps the access time where allowed).
+Result<std::vector<std::string>> ListNames(BackingDir& dir, const std::string& shown) {
   std::vector<std::string> names;
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(d);  // NOLINT(concurrency-mt-unsafe): a private DIR stream
-    if (e == nullptr) break;
-    const std::string_view n = e->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  Status s = errno != 0 ? SysError(shown, "list") : Status::Ok();
-  ::closedir(d);
-  if (!s.ok()) return s;
+  if (Status s = dir.List(0,
+                          [&](const core::BackingEntry& e) {
+                            names.push_back(e.name);
+                            return true;
+                          });
+      !s.ok())
+    return About(shown, s);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -85,13 +71,13 @@ class TreeWalk {
   TreeWalk(dev_t dev, const std::function<uint64_t(uint64_t)>& stored_size)
       : dev_(dev), stored_size_(stored_size) {}
 
-  Status Directory(int dir, const std::string& shown) {
+  Status Directory(BackingDir& dir, const std::string& shown) {
     SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, shown));
     for (const std::string& name : names) {
       const std::string path = Child(shown, name);
-      struct stat st;
-      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return SysError(path, "stat");
+      auto found = dir.Stat(name);
+      if (!found.ok()) return About(path, found.status());
+      const struct stat& st = *found;
       ++size_.entries;
       if (S_ISDIR(st.st_mode)) {
         if (st.st_dev != dev_)
@@ -100,9 +86,9 @@ class TreeWalk {
                             " is a mount point: unmount it first (its contents would be "
                             "copied into the vault and then deleted)");
         size_.needed_bytes += 2 * kBlock;
-        Fd sub(OpenNoAtime(dir, name, kOpenDir));
-        if (sub.get() < 0) return SysError(path, "open directory");
-        SIGILFS_RETURN_IF_ERROR(Directory(sub.get(), path));
+        auto sub = dir.OpenDir(name);
+        if (!sub.ok()) return About(path, sub.status());
+        SIGILFS_RETURN_IF_ERROR(Directory(**sub, path));
       } else if (S_ISREG(st.st_mode)) {
         if (st.st_nlink > 1 && !seen_.emplace(st.st_dev, st.st_ino).second) continue;
         const auto bytes = static_cast<uint64_t>(st.st_size);
@@ -131,7 +117,8 @@ class VerifiedRemoval {
 
   // The entries of open directory `dir`, `rel` under the root (empty for the root itself);
   // `emptied` tells whether all of them went.
-  Status Directory(int dir, const std::string& rel, const std::string& shown, bool& emptied) {
+  Status Directory(BackingDir& dir, const std::string& rel, const std::string& shown,
+                   bool& emptied) {
     SIGILFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListNames(dir, shown));
     emptied = true;
     for (const std::string& name : names) {
@@ -139,11 +126,12 @@ class VerifiedRemoval {
       if (!key.empty()) key += '/';
       key += name;
       const std::string path = Child(shown, name);
-      struct stat st;
-      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno == ENOENT) continue;  // gone since it was listed: nothing to remove
-        return SysError(path, "stat");
+      auto found = dir.Stat(name);
+      if (!found.ok()) {
+        if (found.status().code() == Code::kNotFound) continue;  // gone since it was listed
+        return About(path, found.status());
       }
+      const struct stat& st = *found;
       const auto it = verified_.find(key);
       if (it == verified_.end()) {
         Leave(path, "new", emptied);
@@ -157,25 +145,26 @@ class VerifiedRemoval {
       }
       if (S_ISDIR(st.st_mode)) {
         // A directory's size and time follow its entries, which are checked one by one.
-        Fd sub(::openat(dir, name.c_str(), kOpenDir));
-        struct stat opened;
-        if (sub.get() < 0 || ::fstat(sub.get(), &opened) != 0) return SysError(path, "open");
-        if (opened.st_dev != v.dev || opened.st_ino != v.ino) {
+        auto sub = dir.OpenDir(name);
+        if (!sub.ok()) return About(path, sub.status());
+        auto opened = (*sub)->Stat("");
+        if (!opened.ok()) return About(path, opened.status());
+        if (opened->st_dev != v.dev || opened->st_ino != v.ino) {
           Leave(path, "replaced", emptied);
           continue;
         }
         bool sub_emptied = false;
-        SIGILFS_RETURN_IF_ERROR(Directory(sub.get(), key, path, sub_emptied));
+        SIGILFS_RETURN_IF_ERROR(Directory(**sub, key, path, sub_emptied));
         if (!sub_emptied) {
           emptied = false;  // what is left in it was reported
           continue;
         }
-        if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0) {
-          if (errno == ENOTEMPTY || errno == EEXIST) {
+        if (Status s = dir.RemoveDir(name); !s.ok()) {
+          if (s.sys_errno() == ENOTEMPTY || s.sys_errno() == EEXIST) {
             Leave(path, "new entries appeared in it", emptied);
             continue;
           }
-          if (errno != ENOENT) return SysError(path, "remove");
+          if (s.code() != Code::kNotFound) return About(path, s);
         }
         continue;
       }
@@ -184,7 +173,8 @@ class VerifiedRemoval {
         Leave(path, "changed", emptied);
         continue;
       }
-      if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) return SysError(path, "remove");
+      if (Status s = dir.Unlink(name); !s.ok() && s.code() != Code::kNotFound)
+        return About(path, s);
     }
     return Status::Ok();
   }
@@ -273,11 +263,12 @@ LoginPassword CheckLoginPassword(const std::string& user, ByteSpan passphrase) {
 
 Result<TreeSize> MeasureTree(const std::string& dir,
                              const std::function<uint64_t(uint64_t)>& stored_size) {
-  Fd root(::open(dir.c_str(), kOpenDir));
-  struct stat st;
-  if (root.get() < 0 || ::fstat(root.get(), &st) != 0) return SysError(dir, "open directory");
-  TreeWalk walk(st.st_dev, stored_size);
-  SIGILFS_RETURN_IF_ERROR(walk.Directory(root.get(), dir));
+  auto root = core::OpenPosixBackingDir(dir);
+  if (!root.ok()) return About(dir, root.status());
+  auto st = (*root)->Stat("");
+  if (!st.ok()) return About(dir, st.status());
+  TreeWalk walk(st->st_dev, stored_size);
+  SIGILFS_RETURN_IF_ERROR(walk.Directory(**root, dir));
   TreeSize size = walk.size();
   size.needed_bytes += 2 * kBlock;  // the root directory's IV and the config
   return size;
@@ -303,10 +294,10 @@ Status CheckRoom(const std::string& dir, const TreeSize& size, const std::string
   return Status::Ok();
 }
 
-Status RemoveVerified(int dir, const std::string& shown, const VerifiedTree& verified) {
-  struct stat st;
-  if (::fstat(dir, &st) != 0) return SysError(shown, "stat");
-  VerifiedRemoval removal(verified, st.st_dev);
+Status RemoveVerified(BackingDir& dir, const std::string& shown, const VerifiedTree& verified) {
+  auto st = dir.Stat("");
+  if (!st.ok()) return About(shown, st.status());
+  VerifiedRemoval removal(verified, st->st_dev);
   bool emptied = false;
   SIGILFS_RETURN_IF_ERROR(removal.Directory(dir, "", shown, emptied));
   const std::vector<std::string>& left = removal.left();

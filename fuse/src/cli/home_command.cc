@@ -282,15 +282,15 @@ void RunTestHookAfterVerify() {
 
 // The home, once more right before the vault goes live: the same directory as at the start,
 // not mounted, its user logged out. Open, for the removal of the originals.
-Result<Fd> RecheckHome(const home::Account& a, const struct stat& at_start) {
+Result<std::unique_ptr<core::BackingDir>> RecheckHome(const home::Account& a,
+                                                      const struct stat& at_start) {
   struct stat now {};
   SIGILFS_RETURN_IF_ERROR(CheckHome(a, now));
   if (now.st_dev != at_start.st_dev || now.st_ino != at_start.st_ino)
     return Status(Code::kInvalidArgument, a.home + " was replaced during the copy");
   SIGILFS_RETURN_IF_ERROR(CheckLoggedOut(a).WithContext("during the copy"));
-  Fd home(::open(a.home.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  struct stat opened;
-  if (home.get() < 0 || ::fstat(home.get(), &opened) != 0) return SysError(a.home, "open");
+  SIGILFS_ASSIGN_OR_RETURN(auto home, core::OpenPosixBackingDir(a.home));
+  SIGILFS_ASSIGN_OR_RETURN(struct stat opened, home->Stat(""));
   if (opened.st_dev != at_start.st_dev || opened.st_ino != at_start.st_ino)
     return Status(Code::kInvalidArgument, a.home + " was replaced during the copy");
   return home;
@@ -363,7 +363,7 @@ int RunSetup(const HomeOptions& o) {
   if (Status s = GiveToUser(*temp, a); !s.ok()) return Fail(s);
 
   home::VerifiedTree verified;
-  Fd home_dir;
+  std::unique_ptr<core::BackingDir> home_dir;
   if (o.migrate) {
     if (Status s = Migrate(a, *temp, pass->span(), tree, verified); !s.ok()) {
       Fail(s);
@@ -390,7 +390,7 @@ int RunSetup(const HomeOptions& o) {
   fmt::print("Created {}'s vault in {}.\n", a.name, *vault);
 
   if (o.migrate) {
-    if (Status s = home::RemoveVerified(home_dir.get(), a.home, verified); !s.ok()) {
+    if (Status s = home::RemoveVerified(*home_dir, a.home, verified); !s.ok()) {
       Fail(s);
       std::fprintf(stderr,
                    "sigilfs: the vault %s holds the verified copy of %s (of anything listed above "

@@ -91,10 +91,10 @@ void PrintProblem(const std::string& path, const Status& s) {
 // directory's IV, a long name's side file) go to whoever owns the vault, who can then mount it.
 Result<std::unique_ptr<core::Tree>> OpenTree(core::Volume& volume) {
   core::TreeOptions options;
-  struct stat st;
-  if (::geteuid() == 0 && ::stat(volume.vault().dir().c_str(), &st) == 0)
-    options.vault_files_owner = std::pair{st.st_uid, st.st_gid};
-  return core::Tree::Open(volume, std::move(options));
+  SIGILFS_ASSIGN_OR_RETURN(auto root, core::OpenPosixBackingDir(volume.vault().dir()));
+  if (auto st = root->Stat(""); ::geteuid() == 0 && st.ok())
+    options.vault_files_owner = std::pair{st->st_uid, st->st_gid};
+  return core::Tree::Open(volume, std::move(root), std::move(options));
 }
 
 // One file of the vault to standard output; 1 if it was damaged (reported).
