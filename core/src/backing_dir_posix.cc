@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -112,8 +112,8 @@ class PosixBackingDir final : public BackingDir {
   }
 
   Result<std::unique_ptr<BackingDir>> OpenObject(std::string_view path) override {
-    const int fd = path.empty() ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)
-                                : OpenAtAnyLength(fd_, path, O_PATH);
+    const int fd =
+        path.empty() ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0) : OpenAtAnyLength(fd_, path, O_PATH);
     if (fd < 0) return Errno("open", path);
     return std::unique_ptr<BackingDir>(new PosixBackingDir(fd, true));
   }

@@ -433,7 +433,10 @@ Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode
   LongNameLock lock(*this, stored);
   SIGILFS_RETURN_IF_ERROR(PrepareLocked(dir, name, stored));
   // Cipher files are always opened for reading too: partial writes read the old page.
-  FileOpenMode how{.write = true, .create = true, .exclusive = true, .mode = mode & 07777,
+  FileOpenMode how{.write = true,
+                   .create = true,
+                   .exclusive = true,
+                   .mode = mode & 07777,
                    .keep_atime = keep_atime};
   NewFile made;
   auto file = dir.backing().OpenFile(stored, how);

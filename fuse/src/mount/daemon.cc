@@ -196,7 +196,8 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   fs_options.max_readahead = o.readahead_kib * 1024;
   // ACLs are extended attributes to the kernel, stored as `user.*` ones: offered only where the
   // backing filesystem keeps those, or every permission check of the kernel would fail.
-  fs_options.acls = o.xattrs && o.acls && KeepsUserXattrs(*core::BorrowPosixBackingDir(volume->root_fd()));
+  fs_options.acls =
+      o.xattrs && o.acls && KeepsUserXattrs(*core::BorrowPosixBackingDir(volume->root_fd()));
   fs_options.kernel_acls = fs_options.acls && o.kernel_acls;
   Filesystem fs(std::move(volume), fs_options);
 

@@ -294,8 +294,8 @@ Result<Object> Filesystem::OpenInode(const Inode& inode, struct stat* st_out) co
     if (!object.ok()) {
       const int e = object.status().sys_errno();
       if (e != ENOENT && e != ENOTDIR && e != ELOOP) return object.status();
-    } else if (auto st = (*object)->Stat(""); st.ok() && st->st_dev == inode.key_dev &&
-                                                st->st_ino == inode.key_ino) {
+    } else if (auto st = (*object)->Stat("");
+               st.ok() && st->st_dev == inode.key_dev && st->st_ino == inode.key_ino) {
       if (st_out != nullptr) *st_out = *st;
       return Object(std::move(object).value());
     }
@@ -359,8 +359,7 @@ uint64_t Filesystem::PersistentId(core::BackingDir& at, const std::string& at_na
 
 Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::shared_ptr<Inode>& parent,
-                                                  const std::string& stored,
-                                                  core::BackingDir& at,
+                                                  const std::string& stored, core::BackingDir& at,
                                                   const std::string& at_name) {
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
   MutexLock lock(table_mu_);
@@ -772,10 +771,9 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dir->backing(), S_IFREG, mode, caller));
-  SIGILFS_ASSIGN_OR_RETURN(
-      core::Tree::NewFile made,
-      tree_->MakeFile(*at.dir, at.name, modes.initial(), (flags & O_EXCL) != 0, NoAtime(false),
-                      FinishFor(at, modes, caller)));
+  SIGILFS_ASSIGN_OR_RETURN(core::Tree::NewFile made,
+                           tree_->MakeFile(*at.dir, at.name, modes.initial(), (flags & O_EXCL) != 0,
+                                           NoAtime(false), FinishFor(at, modes, caller)));
   const std::string& stored = at.stored();
   if (DebugOps())
     Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir_st.st_ino, stored.c_str(),
@@ -1301,8 +1299,8 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
     modes.mode = (modes.mode & ~static_cast<mode_t>(S_IRWXG)) | (group << 3);
     modes.access_acl.clear();
   }
-  SIGILFS_RETURN_IF_ERROR(tree_->MakeNode(*at.dir, at.name, (mode & S_IFMT) | modes.initial(),
-                                          rdev, FinishFor(at, modes, caller)));
+  SIGILFS_RETURN_IF_ERROR(tree_->MakeNode(*at.dir, at.name, (mode & S_IFMT) | modes.initial(), rdev,
+                                          FinishFor(at, modes, caller)));
   if (DebugOps())
     Log("op mknod dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
   return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
@@ -1329,9 +1327,8 @@ Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_RETURN_IF_ERROR(
-      tree_->MakeSymlink(*at.dir, at.name, target, [&](core::BackingDir& object) {
-        return Chown(object, at, caller);
-      }));
+      tree_->MakeSymlink(*at.dir, at.name, target,
+                         [&](core::BackingDir& object) { return Chown(object, at, caller); }));
   if (DebugOps())
     Log("op symlink dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
   return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());

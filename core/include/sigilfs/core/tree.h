@@ -30,9 +30,9 @@ namespace sigilfs::core {
 class EntryName {
  public:
   EntryName() = default;
-  EntryName(std::string_view plain) : plain_(plain) {}     // NOLINT(google-explicit-constructor)
-  EntryName(const std::string& plain) : plain_(plain) {}   // NOLINT(google-explicit-constructor)
-  EntryName(const char* plain) : plain_(plain) {}          // NOLINT(google-explicit-constructor)
+  EntryName(std::string_view plain) : plain_(plain) {}    // NOLINT(google-explicit-constructor)
+  EntryName(const std::string& plain) : plain_(plain) {}  // NOLINT(google-explicit-constructor)
+  EntryName(const char* plain) : plain_(plain) {}         // NOLINT(google-explicit-constructor)
   const std::string& plain() const { return plain_; }
   // The stored form, where resolved (empty otherwise).
   const std::string& stored() const { return stored_; }
