@@ -453,15 +453,18 @@ Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode
   // The object opened: the name still leads to it, unless a rename or removal of this very
   // name came between (which a caller that cares keeps out, as a mount does).
   auto object = dir.backing().OpenObject(stored);
-  if (!object.ok()) return Named(object.status(), dir, name);
-  made.object = std::move(object).value();
-  if (made.created && finish) {
-    if (Status s = finish(*made.object); !s.ok()) {
+  Status s = object.status();
+  if (s.ok()) {
+    made.object = std::move(object).value();
+    if (made.created && finish) s = finish(*made.object);
+  }
+  if (!s.ok()) {
+    if (made.created) {  // not half made: the new file goes again, with its side file
       made = NewFile();
       (void)dir.backing().Unlink(stored);
       volume_.ReleaseName(dir.backing(), stored);
-      return s;
     }
+    return object.ok() ? s : Named(s, dir, name);
   }
   return made;
 }

@@ -181,11 +181,17 @@ Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view 
       if (s.ok()) s = (*sub)->SetMode("", mode & 07777);
     }
   }
-  if (s.ok()) s = PrepareName(dir, iv, plain);
+  bool prepared = false;
+  if (s.ok()) {
+    s = PrepareName(dir, iv, plain);
+    prepared = s.ok();
+  }
   if (s.ok()) s = dir.Rename(tmp, dir, stored, BackingDir::kNoReplace).WithContext("mkdir");
   if (!s.ok()) {
     if (auto sub = dir.OpenDir(tmp); sub.ok()) (void)(*sub)->Unlink(kDirIvFileName);
     (void)dir.RemoveDir(tmp);
+    // A long name's side file is the name's: it goes unless an entry holds the name.
+    if (prepared && s.code() != Code::kExists) ReleaseName(dir, stored);
   }
   return s;
 }
