@@ -138,17 +138,18 @@ class PosixBackingDir final : public BackingDir {
     }
     // An existing entry is looked at before it is opened for reading or writing: opening a
     // device node or a FIFO of the store could block or act on a device.
-    UniqueFd path(n.empty() ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0)
-                            : ::openat(fd_, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-    if (path.get() < 0) return Errno("open", name);
+    // The empty name: this handle's own object, looked at through its own descriptor.
+    UniqueFd path(n.empty() ? -1 : ::openat(fd_, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    const int at = n.empty() ? fd_ : path.get();
+    if (at < 0) return Errno("open", name);
     struct stat st;
-    if (::fstat(path.get(), &st) != 0) return Errno("stat", name);
+    if (::fstat(at, &st) != 0) return Errno("stat", name);
     if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "open " + n);
     if (S_ISLNK(st.st_mode)) return Status::FromErrno(ELOOP, "open " + n);
     if (!S_ISREG(st.st_mode)) return Status::FromErrno(EINVAL, "open of a special file " + n);
     if (how.same_as != nullptr && !SameObject(st, *how.same_as))
       return Status::FromErrno(ESTALE, "open of an entry that changed: " + n);
-    const std::string self = ProcPath(path.get());
+    const std::string self = ProcPath(at);
     int fd = ::open(self.c_str(), rw | O_CLOEXEC | (how.keep_atime ? O_NOATIME : 0));
     if (fd < 0 && errno == EPERM && how.keep_atime) fd = ::open(self.c_str(), rw | O_CLOEXEC);
     if (fd < 0) return Errno("open", name);

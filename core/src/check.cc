@@ -53,11 +53,11 @@ class Checker {
       Problem(dir.PathOf(stored) + " (stored name)", s);
     });
     if (!listed.ok()) Problem(dir.path(), listed);
-    for (const DirEntry& e : entries) CheckEntry(dir, e.name);
+    for (const DirEntry& e : entries) CheckEntry(dir, tree_.NameOf(dir, e));
   }
 
-  void CheckEntry(const Tree::Dir& dir, const std::string& name) {
-    const std::string path = dir.PathOf(name);
+  void CheckEntry(const Tree::Dir& dir, const EntryName& name) {
+    const std::string path = dir.PathOf(name.plain());
     auto st = tree_.StatStored(dir, name);
     if (!st.ok()) {
       Problem(path, st.status());
@@ -85,8 +85,8 @@ class Checker {
     // FIFOs, sockets and device nodes have nothing encrypted but their names.
   }
 
-  void CheckFile(const Tree::Dir& dir, const std::string& name, const struct stat& st) {
-    const std::string path = dir.PathOf(name);
+  void CheckFile(const Tree::Dir& dir, const EntryName& name, const struct stat& st) {
+    const std::string path = dir.PathOf(name.plain());
     auto file = tree_.OpenFile(dir, name, /*write=*/false, &st);
     if (!file.ok()) {
       Problem(path, file.status().sys_errno() == ESTALE

@@ -50,8 +50,8 @@ class Comparer {
   // The `user.*` attributes of plain entry `name` of `plain` and vault entry `name` of `vault`
   // (empty names: the directories themselves).
   Status Xattrs(const std::string& path, const std::string& shown, BackingDir& plain,
-                const Tree::Dir& vault, const std::string& name) {
-    auto want = PlainXattrs(plain, name);
+                const Tree::Dir& vault, const EntryName& name) {
+    auto want = PlainXattrs(plain, name.plain());
     if (!want.ok()) return want.status().WithContext(shown);
     Status s;
     auto names = tree_.ListXattrs(vault, name, [&](const std::string&, const Status& bad) {
@@ -91,13 +91,13 @@ class Comparer {
           if (damaged.ok()) damaged = s.WithContext(vault.PathOf(stored) + " (stored name)");
         }));
     if (!damaged.ok()) return damaged;
-    std::set<std::string> in_vault;
-    for (const DirEntry& e : listed) in_vault.insert(e.name);
+    std::map<std::string, const DirEntry*> in_vault;
+    for (const DirEntry& e : listed) in_vault.emplace(e.name, &e);
     for (const std::string& name : *names) {
       if (in_vault.count(name) == 0)
         return Status(Code::kCorrupt, vault.PathOf(name) + ": missing from the vault");
     }
-    for (const std::string& name : in_vault) {
+    for (const auto& [name, entry] : in_vault) {
       if (!std::binary_search(names->begin(), names->end(), name))
         return Status(Code::kCorrupt,
                       vault.PathOf(name) + ": in the vault but not in the plain tree");
@@ -105,16 +105,17 @@ class Comparer {
     for (const std::string& name : *names) {
       std::string child = shown;
       child.append("/").append(name);
-      SIGILFS_RETURN_IF_ERROR(Entry(vault.PathOf(name), child, plain, vault, name));
+      SIGILFS_RETURN_IF_ERROR(
+          Entry(vault.PathOf(name), child, plain, vault, tree_.NameOf(vault, *in_vault.at(name))));
     }
     return Status::Ok();
   }
 
  private:
   Status Entry(const std::string& path, const std::string& shown, BackingDir& plain_dir,
-               const Tree::Dir& vault_dir, const std::string& name) {
+               const Tree::Dir& vault_dir, const EntryName& name) {
     ++entries_;
-    auto p = plain_dir.Stat(name);
+    auto p = plain_dir.Stat(name.plain());
     if (!p.ok()) return p.status().WithContext(shown);
     auto c = tree_.StatStored(vault_dir, name);
     if (!c.ok()) return c.status();
@@ -122,7 +123,7 @@ class Comparer {
     // Recorded as first looked at: a change made while (or after) it is compared shows later.
     if (seen_) seen_(path, *p);
     if (S_ISDIR(p->st_mode)) {
-      auto plain = plain_dir.OpenDir(name);
+      auto plain = plain_dir.OpenDir(name.plain());
       if (!plain.ok()) return plain.status().WithContext(shown);
       SIGILFS_ASSIGN_OR_RETURN(auto vault, tree_.OpenDir(vault_dir, name));
       SIGILFS_RETURN_IF_ERROR(Xattrs(path, shown, **plain, *vault, ""));
@@ -135,7 +136,7 @@ class Comparer {
     if (to->second != vault_key || from->second != plain_key) return Differ(path, "hard links");
     if (!fresh_plain) return Status::Ok();  // another name of an inode already compared
     if (S_ISLNK(p->st_mode)) {
-      auto want = plain_dir.ReadSymlink(name);
+      auto want = plain_dir.ReadSymlink(name.plain());
       if (!want.ok()) return want.status().WithContext(shown);
       auto have = tree_.ReadLink(vault_dir, name);
       if (!have.ok()) return have.status().WithContext(path + ": symlink target");
@@ -146,9 +147,10 @@ class Comparer {
   }
 
   Status Contents(const std::string& path, const std::string& shown, BackingDir& plain_dir,
-                  const Tree::Dir& vault_dir, const std::string& name, const struct stat& p,
+                  const Tree::Dir& vault_dir, const EntryName& name, const struct stat& p,
                   const struct stat& c) {
-    auto plain = plain_dir.OpenFile(name, {.write = false, .keep_atime = true, .same_as = &p});
+    auto plain =
+        plain_dir.OpenFile(name.plain(), {.write = false, .keep_atime = true, .same_as = &p});
     if (!plain.ok()) return plain.status().WithContext(shown);
     SIGILFS_ASSIGN_OR_RETURN(auto file, tree_.OpenFile(vault_dir, name, /*write=*/false, &c));
     if (file->size() != static_cast<uint64_t>(p.st_size)) return Differ(path, "sizes");

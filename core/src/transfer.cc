@@ -98,7 +98,7 @@ class Exporter {
 
   // Vault entry `name` of `src` (vault path `path`) to `to_name` in `dst`, a directory at
   // `place` below the export's top (its names, for hard links), shown as `dest`.
-  Status Entry(const std::string& path, const Tree::Dir& src, std::string_view name,
+  Status Entry(const std::string& path, const Tree::Dir& src, const EntryName& name,
                BackingDir& dst, const std::vector<std::string>& place, std::string_view to_name,
                const std::string& dest) {
     auto stat = tree_.StatStored(src, name);
@@ -170,15 +170,15 @@ class Exporter {
     });
     if (!listed.ok()) Problem(path, listed);
     for (const DirEntry& e : entries) {
-      SIGILFS_RETURN_IF_ERROR(
-          Entry(Join(path, e.name), src, e.name, out, inner, e.name, dest + "/" + e.name));
+      SIGILFS_RETURN_IF_ERROR(Entry(Join(path, e.name), src, tree_.NameOf(src, e), out, inner,
+                                    e.name, dest + "/" + e.name));
     }
     SIGILFS_RETURN_IF_ERROR(Xattrs(path, src, "", out, "", dest));
     return About(dest, SetPlainMetadata(out, "", st, options_.owner));
   }
 
   // Streams regular file `name` of `src` to `out` from offset 0; false if it was damaged.
-  Result<bool> Stream(const std::string& path, const Tree::Dir& src, std::string_view name,
+  Result<bool> Stream(const std::string& path, const Tree::Dir& src, const EntryName& name,
                       const struct stat& st, BackingFile& out, const std::string& shown) {
     auto file = tree_.OpenFile(src, name, /*write=*/false, &st);
     if (!file.ok()) {
@@ -231,7 +231,7 @@ class Exporter {
   }
 
   // A damaged file is not created: no file that looks complete and is not.
-  Result<bool> File(const std::string& path, const Tree::Dir& src, std::string_view name,
+  Result<bool> File(const std::string& path, const Tree::Dir& src, const EntryName& name,
                     const struct stat& st, BackingDir& dst, std::string_view to_name,
                     const std::string& dest) {
     PlainTemp tmp(dst);
@@ -247,7 +247,7 @@ class Exporter {
     return true;
   }
 
-  Result<bool> Symlink(const std::string& path, const Tree::Dir& src, std::string_view name,
+  Result<bool> Symlink(const std::string& path, const Tree::Dir& src, const EntryName& name,
                        const struct stat& st, BackingDir& dst, std::string_view to_name,
                        const std::string& dest) {
     auto target = tree_.ReadLink(src, name);
@@ -296,7 +296,7 @@ class Exporter {
 
   // The `user.*` attributes of vault entry `name` of `src`, onto plain entry `out_name` of
   // `out`. One that does not open is a problem; the others are still copied.
-  Status Xattrs(const std::string& path, const Tree::Dir& src, std::string_view name,
+  Status Xattrs(const std::string& path, const Tree::Dir& src, const EntryName& name,
                 BackingDir& out, std::string_view out_name, const std::string& dest) {
     auto list = tree_.ListXattrs(src, name, [&](const std::string& stored, const Status& s) {
       Problem(path, s.WithContext("extended attribute " + stored));

@@ -154,6 +154,13 @@ Result<EntryName> Tree::Listed(const Dir& dir, const std::string& stored) const 
   return name;
 }
 
+EntryName Tree::NameOf(const Dir& dir, const DirEntry& e) const {
+  EntryName name(e.name);
+  name.stored_ = e.stored;
+  name.iv_ = dir.iv();
+  return name;
+}
+
 Status Tree::RunFinish(const Dir& dir, const std::string& stored, const Finish& finish) {
   if (!finish) return Status::Ok();
   SIGILFS_ASSIGN_OR_RETURN(auto object, dir.backing().OpenObject(stored));

@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "home.h"
+#include "sigilfs/core/backing_dir.h"
 #include "sigilfs/core/format.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/unique_fd.h"
@@ -144,12 +145,15 @@ Status MakeParents(const std::string& vault) {
 // Gives the new vault and what is in it (config, root IV) to the user: their own daemon mounts
 // it and their own `sigilfs passwd` re-wraps its key.
 Status GiveToUser(const std::string& vault, const home::Account& a) {
-  if (::chown(vault.c_str(), a.uid, a.gid) != 0) return SysError(vault, "chown");
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(vault, ec)) {
-    if (::lchown(e.path().c_str(), a.uid, a.gid) != 0) return SysError(e.path(), "chown");
-  }
-  if (ec) return Status::FromErrno(ec.value(), vault + ": list");
+  SIGILFS_ASSIGN_OR_RETURN(auto dir, core::OpenPosixBackingDir(vault));
+  SIGILFS_RETURN_IF_ERROR(dir->SetOwner("", a.uid, a.gid).WithContext(vault));
+  std::vector<std::string> names;
+  SIGILFS_RETURN_IF_ERROR(dir->List(0, [&](const core::BackingEntry& e) {
+    names.push_back(e.name);
+    return true;
+  }));
+  for (const std::string& name : names)
+    SIGILFS_RETURN_IF_ERROR(dir->SetOwner(name, a.uid, a.gid).WithContext(vault + "/" + name));
   return Status::Ok();
 }
 

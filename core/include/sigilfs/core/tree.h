@@ -159,6 +159,9 @@ class Tree {
   // The entry stored as `stored` in `dir` (a name a listing or a node's record gave), its
   // plaintext opened: kAuthFailed or kCorrupt if it was not made for this directory.
   Result<EntryName> Listed(const Dir& dir, const std::string& stored) const;
+  // Entry `e` of a listing of `dir` (List, ListSorted) as a name, both forms as listed: a walk
+  // then encrypts no name again.
+  EntryName NameOf(const Dir& dir, const DirEntry& e) const;
   // A vault path's directory and last name (empty for the root itself); the entry need not
   // exist.
   struct Located {
