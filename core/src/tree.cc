@@ -461,7 +461,8 @@ Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode
   // name came between (which a caller that cares keeps out, as a mount does).
   auto object = dir.backing().OpenObject(stored);
   Status s = object.status();
-  if (s.ok()) {
+  const bool opened = s.ok();
+  if (opened) {
     made.object = std::move(object).value();
     if (made.created && finish) s = finish(*made.object);
   }
@@ -471,7 +472,7 @@ Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode
       (void)dir.backing().Unlink(stored);
       volume_.ReleaseName(dir.backing(), stored);
     }
-    return object.ok() ? s : Named(s, dir, name);
+    return opened ? s : Named(s, dir, name);
   }
   return made;
 }

@@ -152,8 +152,11 @@ Status GiveToUser(const std::string& vault, const home::Account& a) {
     names.push_back(e.name);
     return true;
   }));
-  for (const std::string& name : names)
-    SIGILFS_RETURN_IF_ERROR(dir->SetOwner(name, a.uid, a.gid).WithContext(vault + "/" + name));
+  for (const std::string& name : names) {
+    std::string shown = vault;
+    shown.append("/").append(name);
+    SIGILFS_RETURN_IF_ERROR(dir->SetOwner(name, a.uid, a.gid).WithContext(shown));
+  }
   return Status::Ok();
 }
 
