@@ -6,36 +6,44 @@
 namespace sigilfs::fuse {
 
 int ErrnoFor(const Status& status) {
+  const int kept = status.sys_errno();
   switch (status.code()) {
     case Code::kOk:
       return 0;
+    // Damaged data and failed tags are an error, never data, and never anything but EIO (the
+    // errno kept with them is of a read that worked).
+    case Code::kCorrupt:
+    case Code::kAuthFailed:
+    case Code::kInternal:
+      return EIO;
+    case Code::kWrongPassphrase:
+      return EACCES;
+    case Code::kPermissionDenied:
+      return kept == EACCES ? EACCES : EPERM;
+    case Code::kNoSpace:
+      return kept == EDQUOT ? EDQUOT : ENOSPC;
+    default:
+      break;
+  }
+  // The errno an error came with is the precise one (ENODATA for the descriptor of a file that
+  // is not sealed, ENOTDIR, ELOOP, EXDEV, ESTALE): it wins over the code's usual errno.
+  if (kept != 0) return kept;
+  switch (status.code()) {
     case Code::kNotFound:
       return ENOENT;
-    case Code::kIoError:
-      return status.sys_errno() != 0 ? status.sys_errno() : EIO;
-    case Code::kCorrupt:  // damaged data and failed tags: an error, never data
-    case Code::kAuthFailed:
-      return EIO;
     case Code::kInvalidArgument:
       return EINVAL;
     case Code::kExists:
       return EEXIST;
     case Code::kNotEmpty:
       return ENOTEMPTY;
-    case Code::kPermissionDenied:
-      return status.sys_errno() == EACCES ? EACCES : EPERM;
-    case Code::kNoSpace:
-      return status.sys_errno() == EDQUOT ? EDQUOT : ENOSPC;
     case Code::kNotSupported:
       return EOPNOTSUPP;
     case Code::kNameTooLong:
       return ENAMETOOLONG;
-    case Code::kWrongPassphrase:
-      return EACCES;
-    case Code::kInternal:
+    default:
       return EIO;
   }
-  return EIO;
 }
 
 }  // namespace sigilfs::fuse

@@ -33,5 +33,19 @@ TEST(ErrnoMapTest, SystemErrnoIsKept) {
   EXPECT_EQ(ErrnoFor(Status::FromErrno(EROFS, "x")), EROFS);
 }
 
+// A code says what kind of error it is; the errno kept with it, where there is one, is the
+// precise one the caller must see (every code but damage, which is always EIO).
+TEST(ErrnoMapTest, AKeptErrnoWinsOverTheCodesUsualOne) {
+  EXPECT_EQ(ErrnoFor(Status(Code::kNotFound, "not a verity file", ENODATA)), ENODATA);
+  EXPECT_EQ(ErrnoFor(Status(Code::kInvalidArgument, "x", ENOTDIR)), ENOTDIR);
+  EXPECT_EQ(ErrnoFor(Status(Code::kExists, "x", ENOTEMPTY)), ENOTEMPTY);
+  EXPECT_EQ(ErrnoFor(Status(Code::kNotSupported, "x", ENOTTY)), ENOTTY);
+  EXPECT_EQ(ErrnoFor(Status(Code::kNameTooLong, "x", ENAMETOOLONG)), ENAMETOOLONG);
+  EXPECT_EQ(ErrnoFor(Status(Code::kAuthFailed, "x", ENODATA)), EIO);
+  EXPECT_EQ(ErrnoFor(Status(Code::kCorrupt, "x", ENOENT)), EIO);
+  EXPECT_EQ(ErrnoFor(Status(Code::kWrongPassphrase, "x", ENOENT)), EACCES);
+  EXPECT_EQ(ErrnoFor(Status(Code::kPermissionDenied, "x", ENOENT)), EPERM);
+}
+
 }  // namespace
 }  // namespace sigilfs::fuse

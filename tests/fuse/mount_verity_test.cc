@@ -209,6 +209,65 @@ TEST(MountVerityTest, SealedFilesRefuseChangesWithEperm) {
   EXPECT_EQ(::unlink(vault.path("c").c_str()), 0);  // sealed files can be removed
 }
 
+// Each verity ioctl answers with the errno the kernel documents for ext4
+// (Documentation/filesystems/fsverity.rst), as `fsverity` and other tools read them.
+TEST(MountVerityTest, EachVerityIoctlAnswersTheKernelsErrno) {
+  SKIP_UNLESS_SUPPORTED();
+  test::MountedVault vault;
+  WriteFile(vault.path("plain"), test::Pattern(10000, 1));
+  WriteFile(vault.path("sealed"), test::Pattern(10000, 2));
+  ASSERT_EQ(Fsverity({"enable", vault.path("sealed")}), "");
+  ASSERT_EQ(::mkdir(vault.path("dir").c_str(), 0755), 0);
+  const auto measure = [&](const std::string& name, uint16_t room) {
+    const int fd = ::open(vault.path(name).c_str(), O_RDONLY);
+    if (fd < 0) return -errno;
+    std::vector<uint8_t> buf(sizeof(fsverity_digest) + 64);
+    auto* d = reinterpret_cast<fsverity_digest*>(buf.data());
+    d->digest_size = room;
+    const int rc = ::ioctl(fd, FS_IOC_MEASURE_VERITY, d) == 0 ? 0 : errno;
+    ::close(fd);
+    return rc;
+  };
+  const auto enable = [&](const std::string& name, fsverity_enable_arg arg, int flags) {
+    const int fd = ::open(vault.path(name).c_str(), flags);
+    if (fd < 0) return -errno;
+    const int rc = ::ioctl(fd, FS_IOC_ENABLE_VERITY, &arg) == 0 ? 0 : errno;
+    ::close(fd);
+    return rc;
+  };
+  fsverity_enable_arg good{};
+  good.version = 1;
+  good.hash_algorithm = FS_VERITY_HASH_ALG_SHA256;
+  good.block_size = 4096;
+
+  EXPECT_EQ(measure("plain", 32), ENODATA);     // not sealed
+  EXPECT_EQ(measure("sealed", 16), EOVERFLOW);  // no room for the digest
+  EXPECT_EQ(measure("sealed", 32), 0);
+  EXPECT_EQ(enable("sealed", good, O_RDONLY), EEXIST);
+  EXPECT_EQ(enable("dir", good, O_RDONLY | O_DIRECTORY), EISDIR);
+  fsverity_enable_arg bad = good;
+  bad.version = 2;
+  EXPECT_EQ(enable("plain", bad, O_RDONLY), EINVAL);
+  bad = good;
+  bad.hash_algorithm = 99;
+  EXPECT_EQ(enable("plain", bad, O_RDONLY), EINVAL);
+  bad = good;
+  bad.block_size = 3000;
+  EXPECT_EQ(enable("plain", bad, O_RDONLY), EINVAL);
+  bad = good;
+  bad.hash_algorithm = FS_VERITY_HASH_ALG_SHA512;
+  EXPECT_EQ(enable("plain", bad, O_RDONLY), EOPNOTSUPP);  // a kernel hash sigilfs does not use
+  bad = good;
+  std::vector<uint8_t> salt(64, 0x5a);
+  bad.salt_ptr = reinterpret_cast<uint64_t>(salt.data());
+  bad.salt_size = 33;  // past FS_VERITY_MAX_SALT_SIZE (32)
+  EXPECT_EQ(enable("plain", bad, O_RDONLY), EMSGSIZE);
+  EXPECT_EQ(enable("plain", good, O_RDWR), ETXTBSY);  // the caller's own writable descriptor
+  EXPECT_EQ(measure("plain", 32), ENODATA);           // none of these sealed it
+  EXPECT_EQ(enable("plain", good, O_RDONLY), 0);
+  EXPECT_EQ(measure("plain", 32), 0);
+}
+
 TEST(MountVerityTest, AFileOpenForWritingCannotBeSealed) {
   SKIP_UNLESS_SUPPORTED();
   test::MountedVault vault;

@@ -1161,6 +1161,7 @@ Result<core::verity::Digest> Filesystem::DoEnableVerity(Inode& inode, ByteSpan s
   for (int waited_ms = 0;; waited_ms += 10) {
     {
       MutexLock lock(inode.mu);
+      if (S_ISDIR(inode.type)) return Status::FromErrno(EISDIR, "enable verity: a directory");
       if (!S_ISREG(inode.type)) return Status::FromErrno(EINVAL, "enable verity: not a file");
       if (inode.writers == 0) {
         c = inode.contents;

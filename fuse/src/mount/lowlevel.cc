@@ -407,6 +407,13 @@ void EnableVerity(fuse_req_t req, fuse_ino_t ino, const void* in_buf, size_t in_
   if (arg.version != 1 || arg.__reserved1 != 0) return Fail(req, EINVAL);
   for (uint64_t r : arg.__reserved2)
     if (r != 0) return Fail(req, EINVAL);
+  // As the kernel: an algorithm or block size it does not know is EINVAL; SHA-512 and the other
+  // power-of-two block sizes it knows, which sigilfs does not seal with, are EOPNOTSUPP.
+  const bool power_of_two = arg.block_size != 0 && (arg.block_size & (arg.block_size - 1)) == 0;
+  if ((arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA256 &&
+       arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA512) ||
+      !power_of_two || arg.block_size < 1024 || arg.block_size > 65536)
+    return Fail(req, EINVAL);
   if (arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA256 || arg.block_size != core::kPageSize)
     return Fail(req, EOPNOTSUPP);
   if (arg.salt_size > core::verity::kMaxSaltSize) return Fail(req, EMSGSIZE);
