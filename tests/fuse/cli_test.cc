@@ -44,7 +44,7 @@ TEST_F(CliTest, InitThenInfo) {
   r = Sigilfs({"info", Vault()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("aes-256-gcm"), std::string::npos);
-  EXPECT_NE(r.out.find("Argon2id(1 passes, 8 KiB)"), std::string::npos);
+  EXPECT_NE(r.out.find("Argon2id(1 pass, 8 KiB)"), std::string::npos);
   EXPECT_EQ(r.out.find("ciphertext"), std::string::npos);  // no key material, wrapped or not
 }
 
@@ -175,7 +175,7 @@ TEST_F(CliTest, TheTestKdfNeedsItsSwitch) {
       {SIGILFS_BINARY, "init", Vault(), "--kdf", "test", "--passfile", PassFile("p", "p")}, "",
       with);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(Sigilfs({"info", Vault()}).out.find("Argon2id(1 passes, 8 KiB)"), std::string::npos);
+  EXPECT_NE(Sigilfs({"info", Vault()}).out.find("Argon2id(1 pass, 8 KiB)"), std::string::npos);
 }
 
 TEST_F(CliTest, EmptyPassphraseIsRefused) {

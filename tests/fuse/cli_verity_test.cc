@@ -297,7 +297,7 @@ TEST_F(CliVerityTest, FsckCleanVaultChangesNothing) {
   const auto before = Snapshot(Vault());
   ProcessResult r = Fsck();
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(r.out, "3 directories, 4 files (1 sealed), 1 symlinks checked; 0 problems\n");
+  EXPECT_EQ(r.out, "3 directories, 4 files (1 sealed), 1 symlink checked; 0 problems\n");
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(Snapshot(Vault()), before);
   r = Fsck({"--quiet"});
@@ -316,7 +316,7 @@ TEST_F(CliVerityTest, FsckNamesAFileWithAFlippedByte) {
   EXPECT_NE(r.out.find("docs/report.pdf: authentication failed: page 20"), std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("fine.txt"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("2 directories, 2 files (0 sealed), 0 symlinks checked; 1 problems\n"),
+  EXPECT_NE(r.out.find("2 directories, 2 files (0 sealed), 0 symlinks checked; 1 problem\n"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(Snapshot(Vault()), before);
@@ -345,7 +345,7 @@ TEST_F(CliVerityTest, FsckListsEveryDamagedPageAndATornTail) {
   EXPECT_EQ(r.out.find("many.bin: authentication failed: page 16:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("many.bin: corrupt: 4 more damaged pages not listed"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("1 directories, 3 files (0 sealed), 0 symlinks checked; 20 problems\n"),
+  EXPECT_NE(r.out.find("1 directory, 3 files (0 sealed), 0 symlinks checked; 20 problems\n"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(Snapshot(Vault()), before);
@@ -363,7 +363,7 @@ TEST_F(CliVerityTest, ATornTailOfEightBytesStatsAsItOpens) {
   EXPECT_EQ(st->st_size, 17 * 4096 + 1);
   ProcessResult r = Fsck();
   EXPECT_NE(r.out.find("grown.bin: corrupt: page 17: torn"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("; 1 problems\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; 1 problem\n"), std::string::npos) << r.out;
 }
 
 TEST_F(CliVerityTest, FsckFindsATamperedSealedFile) {
@@ -373,7 +373,7 @@ TEST_F(CliVerityTest, FsckFindsATamperedSealedFile) {
   ProcessResult r = Fsck();
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("sealed.bin: authentication failed: page 3"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("1 files (1 sealed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 file (1 sealed)"), std::string::npos) << r.out;
 }
 
 TEST_F(CliVerityTest, FsckFindsDamagedNames) {
@@ -417,7 +417,7 @@ TEST_F(CliVerityTest, FsckFindsBadSymlinkTargetsAndMissingDirectoryIvs) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("link: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sub: corrupt: directory has no IV file"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("2 directories, 0 files (0 sealed), 1 symlinks checked; 2 problems"),
+  EXPECT_NE(r.out.find("2 directories, 0 files (0 sealed), 1 symlink checked; 2 problems"),
             std::string::npos)
       << r.out;
 }
@@ -436,7 +436,7 @@ TEST_F(CliVerityTest, FsckReportsAnIvFileKeptOnlyInTheDirectorysAttribute) {
   ProcessResult r = Fsck();
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("sub: corrupt: IV file torn"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("2 directories, 1 files (0 sealed), 0 symlinks checked; 1 problems"),
+  EXPECT_NE(r.out.find("2 directories, 1 file (0 sealed), 0 symlinks checked; 1 problem"),
             std::string::npos)
       << "the names in it were read and checked: " << r.out;
   EXPECT_EQ(fs::file_size(sub / core::kDirIvFileName), 0u) << "fsck changes nothing";
@@ -518,7 +518,7 @@ TEST(CliVerityMountTest, SealFilesWrittenThroughAMount) {
   EXPECT_EQ(r.out, DigestField(oracle.out) + " notes.bin\n");
   r = RunProcess({SIGILFS_BINARY, "fsck", v.cipher(), "--passfile", v.passfile()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("1 files (1 sealed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 file (1 sealed)"), std::string::npos) << r.out;
 
   v.Mount();
   EXPECT_EQ(test::ReadAll(v.path("notes.bin")),

@@ -105,7 +105,7 @@ TEST_F(GoldenVaultTest, EveryBuildReadsTheGoldenVault) {
   }
   auto r = test::RunProcess({SIGILFS_BINARY, "fsck", vault(), "--passfile", pass()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("3 directories, 5 files (1 sealed), 1 symlinks checked; 0 problems"),
+  EXPECT_NE(r.out.find("3 directories, 5 files (1 sealed), 1 symlink checked; 0 problems"),
             std::string::npos)
       << r.out;
 }

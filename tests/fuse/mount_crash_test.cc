@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -361,19 +362,17 @@ FsckReport Fsck(const test::MountedVault& vault) {
   for (std::string line; std::getline(in, line);) {
     std::string path;
     uint64_t page = 0;
-    unsigned long long dirs = 0, files = 0, problems = 0;
-    int used = -1;
+    // "N directories, N files (0 sealed), 0 symlinks checked; N problems", singular for 1.
+    static const std::regex kSummary(
+        R"((\d+) director(?:y|ies), (\d+) files? \(0 sealed\), 0 symlinks checked; (\d+) problems?)");
+    std::smatch m;
     if (ParsePageLine(line, path, page)) {
       report.damaged.insert({path, page});
-    } else if (std::sscanf(line.c_str(),
-                           "%llu directories, %llu files (0 sealed), 0 symlinks checked; %llu "
-                           "problems%n",
-                           &dirs, &files, &problems, &used) == 3 &&
-               used == static_cast<int>(line.size())) {
+    } else if (std::regex_match(line, m, kSummary)) {
       summarized = true;
-      report.directories = dirs;
-      report.files = files;
-      EXPECT_EQ(problems, report.damaged.size()) << r.out;
+      report.directories = std::stoull(m[1]);
+      report.files = std::stoull(m[2]);
+      EXPECT_EQ(std::stoull(m[3]), report.damaged.size()) << r.out;
     } else {
       ADD_FAILURE() << "fsck reported something other than a damaged page: " << line;
     }

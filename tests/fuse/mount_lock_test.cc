@@ -137,7 +137,7 @@ TEST(MountLockTest, OfflineReadersWarnAndGoOn) {
   r = RunProcess({SIGILFS_BINARY, "fsck", v.cipher(), "--passfile", v.passfile()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.err, warning);
-  EXPECT_NE(r.out.find("1 files"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 file "), std::string::npos) << r.out;
 }
 
 // `sigilfs unmount` returns once the daemon let go of the vault, so the offline commands and a
@@ -252,7 +252,7 @@ TEST(MountLockTest, TheLockFileIsNotListedOrReported) {
   const ProcessResult r =
       RunProcess({SIGILFS_BINARY, "fsck", v.cipher(), "--passfile", v.passfile()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(r.out, "1 directories, 1 files (0 sealed), 0 symlinks checked; 0 problems\n");
+  EXPECT_EQ(r.out, "1 directory, 1 file (0 sealed), 0 symlinks checked; 0 problems\n");
   EXPECT_EQ(r.err, "");
 }
 

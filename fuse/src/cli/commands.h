@@ -28,6 +28,9 @@ void RegisterHomeCommands(CLI::App& app, Action& action);      // home setup, ho
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);
 
+// "1 file", "0 files", "2 directories": `n` with the word that goes with it.
+std::string Counted(uint64_t n, std::string_view one, std::string_view many);
+
 // What an offline command does to the cipher directory, and so which lock it takes
 // (docs/design.md, "One mount per vault").
 enum class VaultAccess {

@@ -11,6 +11,10 @@
 
 namespace sigilfs::cli {
 
+std::string Counted(uint64_t n, std::string_view one, std::string_view many) {
+  return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
 int Fail(const Status& status) {
   // A wrong passphrase is not a malfunction, nor is a vault in use: say exactly that and nothing
   // more.

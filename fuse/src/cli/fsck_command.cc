@@ -44,9 +44,11 @@ int RunFsck(const FsckOptions& o) {
     summary.directories = summary.problems = 1;
   }
   if (!o.quiet)
-    fmt::print("{} directories, {} files ({} sealed), {} symlinks checked; {} problems\n",
-               summary.directories, summary.files, summary.sealed, summary.symlinks,
-               summary.problems);
+    fmt::print("{}, {} ({} sealed), {} checked; {}\n",
+               Counted(summary.directories, "directory", "directories"),
+               Counted(summary.files, "file", "files"), summary.sealed,
+               Counted(summary.symlinks, "symlink", "symlinks"),
+               Counted(summary.problems, "problem", "problems"));
   return summary.problems == 0 ? kExitClean : kExitProblems;
 }
 

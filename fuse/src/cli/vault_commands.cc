@@ -36,8 +36,8 @@ int RunInit(const InitOptions& o) {
   opts.cipher = *cipher;
   opts.kdf = *kdf;
   if (Status s = core::Vault::Create(o.dir, pass->span(), opts); !s.ok()) return Fail(s);
-  fmt::print("Created a sigilfs vault in {} ({}, Argon2id {} passes / {}).\n", o.dir, o.cipher,
-             kdf->opslimit, MemoryText(kdf->memlimit));
+  fmt::print("Created a sigilfs vault in {} ({}, Argon2id {} / {}).\n", o.dir, o.cipher,
+             Counted(kdf->opslimit, "pass", "passes"), MemoryText(kdf->memlimit));
   fmt::print("Keep the passphrase safe: without it the data cannot be recovered.\n");
   return 0;
 }
@@ -81,8 +81,8 @@ int RunInfo(const std::string& dir) {
   fmt::print("contents:     {}, {}-byte pages, {}-byte nonce + {}-byte tag per page\n",
              crypt::AeadAlgorithmName(c->cipher), c->page_size, nonce, crypt::kAeadTagSize);
   fmt::print("names:        aes-256-siv, unpadded base64url\n");
-  fmt::print("key wrap:     aes-256-gcm under Argon2id({} passes, {})\n", c->kdf.opslimit,
-             MemoryText(c->kdf.memlimit));
+  fmt::print("key wrap:     aes-256-gcm under Argon2id({}, {})\n",
+             Counted(c->kdf.opslimit, "pass", "passes"), MemoryText(c->kdf.memlimit));
   return 0;
 }
 
