@@ -239,7 +239,8 @@ std::string_view AeadAlgorithmName(AeadAlgorithm alg) {
 Result<AeadAlgorithm> ParseAeadAlgorithm(std::string_view name) {
   if (name == "aes-256-gcm") return AeadAlgorithm::kAes256Gcm;
   if (name == "xchacha20-poly1305") return AeadAlgorithm::kXChaCha20Poly1305;
-  return Status(Code::kNotSupported, "unknown cipher '" + std::string(name) + "'");
+  return Status(Code::kNotSupported, "unknown cipher '" + std::string(name) +
+                                         "' (choose aes-256-gcm or xchacha20-poly1305)");
 }
 
 size_t AeadNonceSize(AeadAlgorithm alg) {

@@ -111,9 +111,11 @@ std::optional<std::string> VaultMountedOn(const std::string& mountpoint) {
   std::error_code ec;
   std::string point = std::filesystem::absolute(mountpoint, ec).lexically_normal().string();
   while (point.size() > 1 && point.back() == '/') point.pop_back();
+  // The mount table has the path with its symlinks resolved.
+  const std::string resolved = Canonical(point);
   std::optional<std::string> found;
   ForEachSigilfsMount([&](const std::string& p, const std::string& source) {
-    if (p == point) found = source;  // the last one is the one on top
+    if (p == point || p == resolved) found = source;  // the last one is the one on top
   });
   return found;
 }

@@ -37,6 +37,45 @@ class CliTest : public ::testing::Test {
   test::TempDir tmp_;
 };
 
+// Bad input is named in sigilfs's own words, one line each, with what would be right.
+TEST_F(CliTest, BadInputIsNamedPlainly) {
+  ASSERT_EQ(Init().exit_code, 0);
+  const std::string pass = PassFile("pw", "hunter2\n");
+  const fs::path file = tmp_.path() / "file";
+  std::ofstream(file) << "x";
+  const fs::path dir = tmp_.path() / "dir";
+  fs::create_directory(dir);
+
+  ProcessResult r = Sigilfs({"mount", Vault(), file.string(), "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(file.string() + " is not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("not found"), std::string::npos) << r.err;
+
+  const std::string missing = (tmp_.path() / "nowhere").string();
+  r = Sigilfs({"mount", missing, dir.string(), "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the vault directory " + missing + " does not exist"), std::string::npos)
+      << r.err;
+
+  r = Sigilfs({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mount"), std::string::npos) << r.err;  // the commands, listed
+  EXPECT_NE(r.err.find("fsck"), std::string::npos) << r.err;
+
+  r = Sigilfs({"init", (tmp_.path() / "v2").string(), "--cipher", "rot13", "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("aes-256-gcm or xchacha20-poly1305"), std::string::npos) << r.err;
+  r = Sigilfs({"init", (tmp_.path() / "v3").string(), "--kdf", "fast", "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
+  EXPECT_NE(r.err.find("interactive,moderate,sensitive"), std::string::npos) << r.err;
+
+  r = Sigilfs({"unmount", dir.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(dir.string() + " is not a sigilfs mount"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("fusermount"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, InitThenInfo) {
   ProcessResult r = Init();
   ASSERT_EQ(r.exit_code, 0) << r.err;

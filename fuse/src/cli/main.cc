@@ -31,6 +31,14 @@ int Run(int argc, char** argv) {
   };
   if (argc >= 3 && argv[1][0] != '-' && !is_command(argv[1]))
     args.insert(args.begin() + 1, mount_word);
+  if (argc == 2 && argv[1][0] != '-' && !is_command(argv[1])) {
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({}))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::fprintf(stderr, "sigilfs: unknown command '%s' (the commands: %s; sigilfs --help)\n",
+                 argv[1], names.c_str());
+    return 2;
+  }
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {

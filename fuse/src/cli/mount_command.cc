@@ -209,8 +209,17 @@ int RunMount(MountArgs a) {
     if (ec) return Fail(Status::FromErrno(ec.value(), "stats file " + a.stats_file));
   }
   struct stat st;
-  if (::stat(a.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Fail(Status(Code::kNotFound, "mount point " + a.mountpoint + " is not a directory"));
+  if (::stat(a.mountpoint.c_str(), &st) != 0)
+    return Fail(Status::FromErrno(errno, "mount point " + a.mountpoint));
+  if (!S_ISDIR(st.st_mode))
+    return Fail(Status(Code::kInvalidArgument,
+                       "mount point " + a.mountpoint + " is not a directory", ENOTDIR));
+  if (std::error_code missing; !std::filesystem::is_directory(a.dir, missing))
+    return Fail(Status(
+        Code::kNotFound,
+        "the vault directory " + a.dir +
+            (std::filesystem::exists(a.dir, missing) ? " is not a directory" : " does not exist"),
+        ENOENT));
   // Unlock before daemonizing: the passphrase prompt needs the terminal.
   auto config = core::Vault::LoadConfig(a.dir);
   if (!config.ok()) return Fail(config.status());
@@ -237,6 +246,10 @@ int RunMount(MountArgs a) {
 // imported into), this waits until the daemon is gone: its lock on the vault free.
 int RunUnmount(const std::string& mountpoint) {
   const std::optional<std::string> vault = fuse::VaultMountedOn(mountpoint);
+  if (!vault)
+    return Fail(Status(Code::kInvalidArgument,
+                       mountpoint + " is not a sigilfs mount (nothing of sigilfs to unmount)",
+                       EINVAL));
   const pid_t pid = ::fork();
   if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
   if (pid == 0) {
