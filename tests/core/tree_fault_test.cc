@@ -14,6 +14,7 @@
 
 #include "sigilfs/core/check.h"
 #include "sigilfs/core/tree.h"
+#include "test_support/forwarding_backing_dir.h"
 #include "test_support/forwarding_backing_file.h"
 #include "test_support/stores.h"
 #include "test_support/temp_dir.h"
@@ -58,121 +59,20 @@ class FaultyFile final : public test::ForwardingBackingFile {
 };
 
 // A store every call of which (through any handle opened from it) may be the failing one.
-class FaultyDir final : public BackingDir {
+class FaultyDir final : public test::ForwardingBackingDir {
  public:
   FaultyDir(std::unique_ptr<BackingDir> inner, std::shared_ptr<Fault> fault)
-      : inner_(std::move(inner)), fault_(std::move(fault)) {}
-
-  Result<struct stat> Stat(std::string_view n) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("stat"));
-    return inner_->Stat(n);
-  }
-  Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view n) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("opendir"));
-    return Wrap(inner_->OpenDir(n));
-  }
-  Result<std::unique_ptr<BackingDir>> OpenObject(std::string_view p) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("open object"));
-    return Wrap(inner_->OpenObject(p));
-  }
-  Result<std::unique_ptr<BackingDir>> OpenListing(bool keep_atime) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("open listing"));
-    return Wrap(inner_->OpenListing(keep_atime));
-  }
-  Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view n,
-                                                const FileOpenMode& how) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("open"));
-    SIGILFS_ASSIGN_OR_RETURN(auto file, inner_->OpenFile(n, how));
-    return std::unique_ptr<BackingFile>(new FaultyFile(std::move(file), fault_));
-  }
-  Status MakeDir(std::string_view n, mode_t m) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("mkdir"));
-    return inner_->MakeDir(n, m);
-  }
-  Status MakeNode(std::string_view n, mode_t m, dev_t r) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("mknod"));
-    return inner_->MakeNode(n, m, r);
-  }
-  Status MakeSymlink(std::string_view n, std::string_view t) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("symlink"));
-    return inner_->MakeSymlink(n, t);
-  }
-  Result<std::string> ReadSymlink(std::string_view n) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("readlink"));
-    return inner_->ReadSymlink(n);
-  }
-  Status Link(std::string_view n, BackingDir& to, std::string_view tn) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("link"));
-    return inner_->Link(n, Inner(to), tn);
-  }
-  Status Unlink(std::string_view n) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("unlink"));
-    return inner_->Unlink(n);
-  }
-  Status RemoveDir(std::string_view n) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("rmdir"));
-    return inner_->RemoveDir(n);
-  }
-  Status Rename(std::string_view n, BackingDir& to, std::string_view tn, unsigned f) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("rename"));
-    return inner_->Rename(n, Inner(to), tn, f);
-  }
-  Status List(uint64_t from, const std::function<bool(const BackingEntry&)>& emit) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("readdir"));
-    return inner_->List(from, emit);
-  }
-  Status SetMode(std::string_view n, mode_t m) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("chmod"));
-    return inner_->SetMode(n, m);
-  }
-  Status SetOwner(std::string_view n, uid_t u, gid_t g) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("chown"));
-    return inner_->SetOwner(n, u, g);
-  }
-  Status SetTimes(std::string_view n, const struct timespec t[2]) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("utimens"));
-    return inner_->SetTimes(n, t);
-  }
-  Result<std::vector<uint8_t>> GetXattr(std::string_view n, std::string_view a) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("getxattr"));
-    return inner_->GetXattr(n, a);
-  }
-  Status SetXattr(std::string_view n, std::string_view a, ByteSpan v, int f) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("setxattr"));
-    return inner_->SetXattr(n, a, v, f);
-  }
-  Status RemoveXattr(std::string_view n, std::string_view a) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("removexattr"));
-    return inner_->RemoveXattr(n, a);
-  }
-  Result<std::vector<std::string>> ListXattrs(std::string_view n) override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("listxattr"));
-    return inner_->ListXattrs(n);
-  }
-  Result<ObjectHandle> Handle(std::string_view n) override { return inner_->Handle(n); }
-  Result<std::unique_ptr<BackingDir>> OpenByHandle(const ObjectHandle& h) override {
-    return Wrap(inner_->OpenByHandle(h));
-  }
-  std::vector<std::string> PathTo(BackingDir& object) override {
-    return inner_->PathTo(Inner(object));
-  }
-  Result<struct statvfs> StatFs() override { return inner_->StatFs(); }
-  Status Sync() override {
-    SIGILFS_RETURN_IF_ERROR(fault_->Hit("fsync"));
-    return inner_->Sync();
-  }
+      : ForwardingBackingDir(std::move(inner)), fault_(std::move(fault)) {}
 
  private:
-  Result<std::unique_ptr<BackingDir>> Wrap(Result<std::unique_ptr<BackingDir>> d) {
-    if (!d.ok()) return d.status();
-    return std::unique_ptr<BackingDir>(new FaultyDir(std::move(d).value(), fault_));
+  Status Enter(std::string_view what) override { return fault_->Hit(what); }
+  std::unique_ptr<BackingDir> Wrap(std::unique_ptr<BackingDir> inner) override {
+    return std::make_unique<FaultyDir>(std::move(inner), fault_);
   }
-  static BackingDir& Inner(BackingDir& d) {
-    auto* faulty = dynamic_cast<FaultyDir*>(&d);
-    return faulty != nullptr ? *faulty->inner_ : d;
+  std::unique_ptr<BackingFile> WrapFile(std::unique_ptr<BackingFile> file) override {
+    return std::make_unique<FaultyFile>(std::move(file), fault_);
   }
 
-  std::unique_ptr<BackingDir> inner_;
   std::shared_ptr<Fault> fault_;
 };
 
