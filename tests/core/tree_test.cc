@@ -284,6 +284,22 @@ TEST_P(TreeTest, ATreeKeepingPlainNamesOutOfErrorsShowsStoredNames) {
   EXPECT_NE(loud.ToString().find("secret-plan.txt"), std::string::npos) << loud.ToString();
 }
 
+// A directory whose IV is lost (both copies) cannot be read, but it can still be removed when
+// empty, and nothing of it is left.
+TEST_P(TreeTest, AnEmptyDirectoryWhoseIvIsLostCanBeRemoved) {
+  const std::vector<std::string> before = Stored();
+  ASSERT_TRUE(tree_->MakeDir(*root_, "lost", 0700).ok());
+  auto name = tree_->Resolve(*root_, "lost");
+  ASSERT_TRUE(name.ok());
+  auto sub = store_->OpenDir(name->stored());
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE((*sub)->Unlink(kDirIvFileName).ok());
+  (void)(*sub)->RemoveXattr("", kDirIvAttrName);  // where the store keeps attributes
+  EXPECT_FALSE(tree_->OpenDir(*root_, "lost").ok());
+  ASSERT_TRUE(tree_->RemoveDir(*root_, "lost").ok());
+  EXPECT_EQ(Stored(), before);
+}
+
 TEST_P(TreeTest, DirectoriesNestWalkAndGoOnlyWhenEmpty) {
   ASSERT_TRUE(tree_->MakeDir(*root_, "a", 0700).ok());
   auto a = std::move(tree_->OpenDir(*root_, "a")).value();
