@@ -23,7 +23,6 @@
 #include <map>
 #include <optional>
 #include <random>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -353,6 +352,23 @@ bool ParsePageLine(const std::string& line, std::string& path, uint64_t& page) {
   return false;
 }
 
+// "N directories, N files (0 sealed), 0 symlinks checked; N problems", singular for 1.
+bool ParseSummary(const std::string& line, uint64_t& directories, uint64_t& files,
+                  uint64_t& problems) {
+  std::istringstream in(line);
+  std::string dir_word, file_word, sealed, sealed_word, symlinks, symlink_word, checked,
+      problem_word;
+  if (!(in >> directories >> dir_word >> files >> file_word >> sealed >> sealed_word >> symlinks >>
+        symlink_word >> checked >> problems >> problem_word))
+    return false;
+  std::string rest;
+  return (dir_word == "directory," || dir_word == "directories,") &&
+         (file_word == "file" || file_word == "files") && sealed == "(0" &&
+         sealed_word == "sealed)," && symlinks == "0" && symlink_word == "symlinks" &&
+         checked == "checked;" && (problem_word == "problem" || problem_word == "problems") &&
+         !(in >> rest);
+}
+
 FsckReport Fsck(const test::MountedVault& vault) {
   FsckReport report;
   test::ProcessResult r =
@@ -362,17 +378,12 @@ FsckReport Fsck(const test::MountedVault& vault) {
   for (std::string line; std::getline(in, line);) {
     std::string path;
     uint64_t page = 0;
-    // "N directories, N files (0 sealed), 0 symlinks checked; N problems", singular for 1.
-    static const std::regex kSummary(
-        R"((\d+) director(?:y|ies), (\d+) files? \(0 sealed\), 0 symlinks checked; (\d+) problems?)");
-    std::smatch m;
     if (ParsePageLine(line, path, page)) {
       report.damaged.insert({path, page});
-    } else if (std::regex_match(line, m, kSummary)) {
+    } else if (uint64_t problems = 0;
+               ParseSummary(line, report.directories, report.files, problems)) {
       summarized = true;
-      report.directories = std::stoull(m[1]);
-      report.files = std::stoull(m[2]);
-      EXPECT_EQ(std::stoull(m[3]), report.damaged.size()) << r.out;
+      EXPECT_EQ(problems, report.damaged.size()) << r.out;
     } else {
       ADD_FAILURE() << "fsck reported something other than a damaged page: " << line;
     }
