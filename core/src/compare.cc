@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "plain_tree.h"
+#include "sigilfs/core/acl.h"
 #include "sigilfs/core/transfer.h"
 #include "sigilfs/crypt/secure_bytes.h"
 
@@ -47,11 +48,11 @@ class Comparer {
     return Status::Ok();
   }
 
-  // The `user.*` attributes of plain entry `name` of `plain` and vault entry `name` of `vault`
-  // (empty names: the directories themselves).
+  // The `user.*` attributes and POSIX ACLs of plain entry `name` of `plain` and vault entry
+  // `name` of `vault` (empty names: the directories themselves).
   Status Xattrs(const std::string& path, const std::string& shown, BackingDir& plain,
                 const Tree::Dir& vault, const EntryName& name) {
-    auto want = PlainXattrs(plain, name.plain());
+    auto want = PlainXattrs(plain, name.plain(), /*acls=*/true);
     if (!want.ok()) return want.status().WithContext(shown);
     Status s;
     auto names = tree_.ListXattrs(vault, name, [&](const std::string&, const Status& bad) {
@@ -65,6 +66,14 @@ class Comparer {
       if (!value.ok()) {
         s = value.status().WithContext(path + ": extended attribute");
         break;
+      }
+      if (acl::IsAclName(attr)) {  // as ACLs: the ids of unnamed entries do not count
+        auto canonical = acl::Canonical(*value);
+        if (!canonical.ok()) {
+          s = Status(Code::kCorrupt, path + ": " + attr + ": " + canonical.status().ToString());
+          break;
+        }
+        *value = std::move(canonical).value();
       }
       have.emplace(attr, std::move(value).value());
     }

@@ -1,5 +1,5 @@
 // Plain-tree helpers of import, export and compare: a plain directory's sorted names and its
-// entries' `user.*` attributes, through BackingDir.
+// entries' `user.*` attributes and POSIX ACLs, through BackingDir.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sigilfs/core/acl.h"
 #include "sigilfs/core/backing_dir.h"
 #include "sigilfs/status.h"
 
@@ -31,8 +32,10 @@ struct PlainXattr {
   std::vector<uint8_t> value;
 };
 
-// The `user.*` attributes of plain entry `name` of `dir` (none where the store keeps none).
-inline Result<std::vector<PlainXattr>> PlainXattrs(BackingDir& dir, std::string_view name) {
+// The `user.*` attributes of plain entry `name` of `dir` and, with `acls`, its POSIX ACLs in
+// canonical form (none where the store keeps none).
+inline Result<std::vector<PlainXattr>> PlainXattrs(BackingDir& dir, std::string_view name,
+                                                   bool acls) {
   auto names = dir.ListXattrs(name);
   if (!names.ok()) {
     const int e = names.status().sys_errno();
@@ -41,10 +44,16 @@ inline Result<std::vector<PlainXattr>> PlainXattrs(BackingDir& dir, std::string_
   }
   std::vector<PlainXattr> out;
   for (std::string& attr : *names) {
-    if (!attr.starts_with(kUserNamespace)) continue;
+    const bool is_acl = acl::IsAclName(attr);
+    if (!attr.starts_with(kUserNamespace) && !(acls && is_acl)) continue;
     auto value = dir.GetXattr(name, attr);
     if (!value.ok() && value.status().sys_errno() == ENODATA) continue;  // removed meanwhile
     if (!value.ok()) return value.status();
+    if (is_acl) {
+      auto canonical = acl::Canonical(*value);
+      if (!canonical.ok()) return canonical.status().WithContext(attr);
+      *value = std::move(canonical).value();
+    }
     out.push_back({std::move(attr), std::move(value).value()});
   }
   return out;

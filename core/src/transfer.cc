@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "plain_tree.h"
+#include "sigilfs/core/acl.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/source.h"
 #include "sigilfs/crypt/encoding.h"
@@ -294,8 +296,9 @@ class Exporter {
     return tmp.Place(to_name, options_.replace, dest);
   }
 
-  // The `user.*` attributes of vault entry `name` of `src`, onto plain entry `out_name` of
-  // `out`. One that does not open is a problem; the others are still copied.
+  // The `user.*` attributes and (with `acls`) POSIX ACLs of vault entry `name` of `src`, onto
+  // plain entry `out_name` of `out`, which keeps no ACL the vault entry lacks. One that does not
+  // open is a problem; the others are still copied.
   Status Xattrs(const std::string& path, const Tree::Dir& src, const EntryName& name,
                 BackingDir& out, std::string_view out_name, const std::string& dest) {
     auto list = tree_.ListXattrs(src, name, [&](const std::string& stored, const Status& s) {
@@ -305,8 +308,11 @@ class Exporter {
       Problem(path, list.status());
       return Status::Ok();
     }
+    bool has_access = false, has_default = false;
     for (const std::string& attr : *list) {
-      if (!attr.starts_with(kUserNamespace)) {
+      const bool is_acl = acl::IsAclName(attr);
+      if (is_acl && !options_.acls) continue;
+      if (!is_acl && !attr.starts_with(kUserNamespace)) {
         Problem(path, Status(Code::kCorrupt, "extended attribute outside user.*: " + attr));
         continue;
       }
@@ -317,7 +323,34 @@ class Exporter {
       }
       Status s = out.SetXattr(out_name, attr, *value);
       crypt::SecureWipe(*value);
+      if (is_acl) {
+        // The entry is still exported, without it; the export fails as for damage.
+        if (!s.ok()) {
+          const char* which = attr == acl::kAccessName ? "access ACL" : "default ACL";
+          Problem(path, Status(s.code(),
+                               std::string(which) + " not written to " + dest + ": " +
+                                   std::strerror(s.sys_errno()),
+                               s.sys_errno()));
+        }
+        (attr == acl::kAccessName ? has_access : has_default) = true;
+        continue;
+      }
       SIGILFS_RETURN_IF_ERROR(About(dest, s));
+    }
+    if (!options_.acls || !dest_acls_) return Status::Ok();
+    // New entries inherit the destination's default ACL, and a merged-into directory keeps its
+    // own: neither is the vault's.
+    for (const auto& [attr, kept] :
+         {std::pair{acl::kAccessName, has_access}, std::pair{acl::kDefaultName, has_default}}) {
+      if (kept) continue;
+      Status s = out.RemoveXattr(out_name, attr);
+      const int e = s.sys_errno();
+      if (s.ok() || e == ENODATA) continue;
+      if (e == EOPNOTSUPP || e == ENOTSUP) {
+        dest_acls_ = false;  // a destination without ACLs: none to remove from now on
+        break;
+      }
+      return About(dest, s.WithContext(std::string(attr)));
     }
     return Status::Ok();
   }
@@ -328,6 +361,7 @@ class Exporter {
   std::vector<uint8_t> buffer_;  // plaintext: wiped when the export is done
   std::map<InodeKey, Linked> links_;
   uint64_t problems_ = 0;
+  bool dest_acls_ = true;  // false once the destination said it keeps no ACLs
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -406,11 +440,21 @@ class Importer {
     if (!names.ok()) return About(shown, names.status());
     for (const std::string& name : *names)
       SIGILFS_RETURN_IF_ERROR(Entry(Join(shown, name), src, name, out, name));
-    SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, ""));
+    SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, "", options_.acls));
+    bool has_access = false, has_default = false;
     for (PlainXattr& x : list) {
-      Status s = tree_.SetXattr(out, "", x.name, x.value);
+      has_access |= x.name == acl::kAccessName;
+      has_default |= x.name == acl::kDefaultName;
+      Status s = Stored(x) ? tree_.SetXattr(out, "", x.name, x.value) : Status::Ok();
       crypt::SecureWipe(x.value);
       SIGILFS_RETURN_IF_ERROR(About(out.path(), s.WithContext("extended attribute " + x.name)));
+    }
+    // A directory merged into keeps no ACL the source lacks.
+    for (const auto& [attr, has] :
+         {std::pair{acl::kAccessName, has_access}, std::pair{acl::kDefaultName, has_default}}) {
+      if (!options_.acls || has) continue;
+      Status s = tree_.RemoveXattr(out, "", attr);
+      if (!s.ok() && s.sys_errno() != ENODATA) return About(out.path(), s.WithContext(attr));
     }
     if (options_.owner)
       SIGILFS_RETURN_IF_ERROR(About(out.path(), tree_.SetOwner(out, "", st.st_uid, st.st_gid)));
@@ -448,13 +492,23 @@ class Importer {
       if (written != *n) return Status(Code::kIoError, path + ": short write");
       offset += *n;
     }
-    SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, name));
+    SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, name, options_.acls));
     for (PlainXattr& x : list) {
+      if (x.name == acl::kDefaultName || !Stored(x)) continue;  // (a file has no default ACL)
       Status s = (*staged)->SetXattr(x.name, x.value);
       crypt::SecureWipe(x.value);
       if (!s.ok()) return About(shown, s.WithContext("extended attribute " + x.name));
     }
     return staged;
+  }
+
+  // False for an access ACL that says no more than the mode: it is not stored, as on ext4 and
+  // through the mount (a plain store other than the kernel's may hold one).
+  static bool Stored(const PlainXattr& x) {
+    if (x.name != acl::kAccessName) return true;
+    auto parsed = acl::Parse(x.value);
+    mode_t perms = 0;
+    return !parsed.ok() || !acl::EquivalentMode(*parsed, &perms);
   }
 
   // Another name of a plain inode imported before: a hard link to its vault inode.

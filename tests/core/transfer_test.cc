@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "sigilfs/core/acl.h"
+#include "test_support/forwarding_backing_dir.h"
 #include "test_support/pattern.h"
 #include "test_support/stores.h"
 #include "test_support/temp_dir.h"
@@ -23,6 +25,42 @@ using test::Store;
 ByteSpan Bytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
+
+std::vector<uint8_t> AclOf(std::initializer_list<acl::Entry> entries) {
+  return acl::Serialize(acl::Acl(entries));
+}
+constexpr uint32_t kNoId = acl::kUndefinedId;
+const std::string kAccess(acl::kAccessName), kDefault(acl::kDefaultName);
+// u::rw-,u:nobody:r--,g::r--,m::r--,o::--- and d:u::rwx,d:g::r-x,d:g:nogroup:r-x,d:m::r-x,d:o::---
+const std::vector<uint8_t> kAccessAcl = AclOf({{acl::kUserObj, 6, kNoId},
+                                               {acl::kUser, 4, 65534},
+                                               {acl::kGroupObj, 4, kNoId},
+                                               {acl::kMask, 4, kNoId},
+                                               {acl::kOther, 0, kNoId}});
+const std::vector<uint8_t> kDefaultAcl = AclOf({{acl::kUserObj, 7, kNoId},
+                                                {acl::kGroupObj, 5, kNoId},
+                                                {acl::kGroup, 5, 65534},
+                                                {acl::kMask, 5, kNoId},
+                                                {acl::kOther, 0, kNoId}});
+
+// A plain store whose file system keeps no ACLs (as vfat, or a mount without them).
+class NoAclDir : public test::ForwardingBackingDir {
+ public:
+  using ForwardingBackingDir::ForwardingBackingDir;
+  Status SetXattr(std::string_view n, std::string_view a, ByteSpan v, int f) override {
+    if (acl::IsAclName(a)) return Status::FromErrno(EOPNOTSUPP, "setxattr");
+    return ForwardingBackingDir::SetXattr(n, a, v, f);
+  }
+  Status RemoveXattr(std::string_view n, std::string_view a) override {
+    if (acl::IsAclName(a)) return Status::FromErrno(EOPNOTSUPP, "removexattr");
+    return ForwardingBackingDir::RemoveXattr(n, a);
+  }
+
+ protected:
+  std::unique_ptr<BackingDir> Wrap(std::unique_ptr<BackingDir> inner) override {
+    return std::make_unique<NoAclDir>(std::move(inner));
+  }
+};
 
 // What a plain tree holds, entry by entry: kind, permissions, mtime, size, contents or target,
 // `user.*` attributes, and which entries are one inode.
@@ -289,6 +327,84 @@ TEST_P(TransferTest, ADirectoryWhoseIvIsLostIsStillMadeWithItsAttributesAndRepor
   // The vault's times (the removal above moved its mtime), as for any directory exported.
   EXPECT_EQ(st->st_mtim.tv_sec, tree_->StatStored(*root_, "docs")->st_mtim.tv_sec);
   EXPECT_EQ(*copy->ListXattrs("docs"), std::vector<std::string>{"user.dir"});
+}
+
+TEST_P(TransferTest, PosixAclsGoInAndComeBackExactlyUnlessLeftOut) {
+  // shared/ has a default ACL, shared/f an access ACL with a named user, shared/none no ACL.
+  ASSERT_TRUE(plain_->MakeDir("shared", 0750).ok());
+  ASSERT_TRUE(plain_->SetXattr("shared", kDefault, kDefaultAcl).ok());
+  auto shared = std::move(plain_->OpenDir("shared")).value();
+  WritePlain(*shared, "f", test::Pattern(100, 1), 0640);
+  ASSERT_TRUE(shared->SetXattr("f", kAccess, kAccessAcl).ok());
+  WritePlain(*shared, "none", test::Pattern(10, 2), 0600);
+  (void)shared->RemoveXattr("none", kAccess);  // inherited from the default ACL, on a kernel's
+  ASSERT_FALSE(shared->GetXattr("none", kAccess).ok());
+
+  ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
+  auto vault_shared = std::move(tree_->Walk("shared")).value();
+  EXPECT_EQ(*tree_->GetXattr(*vault_shared, "f", kAccess), kAccessAcl);
+  EXPECT_EQ(*tree_->GetXattr(*root_, "shared", kDefault), kDefaultAcl);
+  EXPECT_FALSE(tree_->GetXattr(*vault_shared, "none", kAccess).ok());
+  auto same = CompareWithPlain(*tree_, *root_, *plain_, "plain");
+  EXPECT_TRUE(same.ok()) << same.status().ToString();
+
+  // Left out both ways: the vault gets none, the export writes none.
+  ImportOptions no_acl;
+  no_acl.acls = false;
+  ASSERT_TRUE(ImportEntry(*tree_, *plain_, "shared", "shared", *root_, "bare", no_acl).ok());
+  auto bare = std::move(tree_->Walk("bare")).value();
+  for (auto [dir, name] : {std::pair{root_.get(), "bare"}, std::pair{bare.get(), "f"}}) {
+    auto attrs = tree_->ListXattrs(*dir, name);
+    ASSERT_TRUE(attrs.ok()) << name;
+    EXPECT_TRUE(attrs->empty()) << name << ": " << attrs->front();
+  }
+  ExportOptions out_no_acl;
+  out_no_acl.acls = false;
+  ASSERT_EQ(*ExportEntry(*tree_, *root_, "shared", *out_, "bare", "bare", out_no_acl), 0u);
+  EXPECT_TRUE(out_->ListXattrs("bare")->empty());
+  EXPECT_TRUE((*out_->OpenDir("bare"))->ListXattrs("f")->empty());
+
+  // Exported into a directory whose default ACL the new entries inherit: each has exactly the
+  // vault's ACLs.
+  ASSERT_TRUE(out_->MakeDir("in", 0755).ok());
+  ASSERT_TRUE(out_->SetXattr("in", kDefault, kDefaultAcl).ok());
+  auto in = std::move(out_->OpenDir("in")).value();
+  ASSERT_EQ(*ExportEntry(*tree_, *root_, "shared", *in, "shared", "shared", {}), 0u);
+  Snapshot want = SnapshotOf(*plain_);
+  Snapshot got = SnapshotOf(*in);
+  EXPECT_EQ(got, want);
+
+  // A directory merged into with --force loses the default ACL its source no longer has.
+  ASSERT_TRUE(plain_->RemoveXattr("shared", kDefault).ok());
+  ImportOptions replace;
+  replace.replace = true;
+  ASSERT_TRUE(ImportEntry(*tree_, *plain_, "shared", "shared", *root_, "shared", replace).ok());
+  EXPECT_FALSE(tree_->GetXattr(*root_, "shared", kDefault).ok());
+}
+
+TEST_P(TransferTest, AnAclTheDestinationCannotKeepIsReportedAndTheEntryExportedWithoutIt) {
+  ASSERT_TRUE(plain_->MakeDir("shared", 0750).ok());
+  ASSERT_TRUE(plain_->SetXattr("shared", kDefault, kDefaultAcl).ok());
+  auto shared = std::move(plain_->OpenDir("shared")).value();
+  WritePlain(*shared, "f", test::Pattern(100, 1), 0640);
+  ASSERT_TRUE(shared->SetXattr("f", kAccess, kAccessAcl).ok());
+  ASSERT_TRUE(shared->SetXattr("f", "user.kept", Bytes("yes")).ok());
+  ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
+
+  NoAclDir no_acls(std::move(out_));
+  auto exported = ExportAll(no_acls, "copy");
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(*exported, 2u);
+  ASSERT_EQ(problems_.size(), 2u);
+  EXPECT_EQ(problems_[0].rfind("shared/f: ", 0), 0u) << problems_[0];
+  EXPECT_NE(problems_[0].find("access ACL not written"), std::string::npos) << problems_[0];
+  EXPECT_NE(problems_[1].find("default ACL not written"), std::string::npos) << problems_[1];
+  EXPECT_EQ(problems_[1].rfind("shared: ", 0), 0u) << problems_[1];
+  auto copy = std::move((*no_acls.OpenDir("copy"))->OpenDir("shared")).value();
+  const std::vector<uint8_t> data = test::Pattern(100, 1);
+  EXPECT_EQ(ReadPlain(*copy, "f"), std::string(data.begin(), data.end()));
+  EXPECT_EQ(*copy->GetXattr("f", "user.kept"), std::vector<uint8_t>({'y', 'e', 's'}));
+  EXPECT_EQ(copy->Stat("f")->st_mode & 07777, 0640u);
 }
 
 SIGILFS_INSTANTIATE_FOR_STORES(TransferTest);

@@ -18,6 +18,7 @@
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/encoding.h"
+#include "test_support/acls.h"
 #include "test_support/cipher_path.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
@@ -445,6 +446,60 @@ TEST_F(CliTransferTest, WrongPassphraseIsOneLine) {
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(Sigilfs({"export", Vault()}).exit_code, 2);
   EXPECT_EQ(Sigilfs({"import"}).exit_code, 2);
+}
+
+TEST_F(CliTransferTest, PosixAclsSurviveExportAndImportAsGetfaclShows) {
+  SIGILFS_NEEDS_FUSE();
+  test::MountedVault v;
+  const std::string team = v.path("team");
+  fs::create_directories(team + "/sub");
+  WriteFile(team + "/f", test::Pattern(100, 1), 0640);
+  WriteFile(team + "/plain", test::Pattern(10, 2), 0600);
+  test::Setfacl({"-m", "u:nobody:r--", team + "/f"});  // the group class becomes the mask
+  test::Setfacl({"-m", "g:nogroup:rwx", team + "/sub"});
+  test::Setfacl({"-d", "-m", "u:nobody:r-x,g:nogroup:r-x", team + "/sub"});
+  WriteFile(team + "/sub/inherited", test::Pattern(10, 3), 0644);  // takes sub's default ACL
+  ASSERT_EQ(::chmod((team + "/f").c_str(), 0600), 0);  // the mask follows: u:nobody's r is not
+  const std::string want = test::AclsOf(team);
+  ASSERT_NE(want.find("user:nobody:r--\t#effective:---"), std::string::npos) << want;
+  ASSERT_NE(want.find("default:group:nogroup:r-x"), std::string::npos) << want;
+  v.Unmount();
+
+  // Exported: getfacl shows the same ACLs, effective rights included.
+  ProcessResult r = RunProcess({SIGILFS_BINARY, "export", v.cipher(), "team", Tmp("out").string(),
+                                "--passfile", v.passfile()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::AclsOf(Tmp("out").string()), want);
+
+  // Imported again, under another name: the mount shows them too.
+  r = RunProcess({SIGILFS_BINARY, "import", v.cipher(), Tmp("out").string(), "again", "--passfile",
+                  v.passfile()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v.Mount();
+  EXPECT_EQ(test::AclsOf(v.path("again")), want);
+  v.Unmount();
+
+  // --no-acl, both ways: no entry has more than its mode.
+  r = RunProcess({SIGILFS_BINARY, "export", v.cipher(), "team", Tmp("bare").string(), "--no-acl",
+                  "--passfile", v.passfile()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::AclsOf(Tmp("bare").string(), "--skip-base"), "");
+  r = RunProcess({SIGILFS_BINARY, "import", v.cipher(), Tmp("out").string(), "bare", "--no-acl",
+                  "--passfile", v.passfile()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v.Mount();
+  EXPECT_EQ(test::AclsOf(v.path("bare"), "--skip-base"), "");
+  v.Unmount();
+
+  // Into a mount that keeps no ACLs: each ACL left behind is named, and the exit status is 1.
+  test::MountedVault no_acl({"-o", "noacl"});
+  r = RunProcess({SIGILFS_BINARY, "export", v.cipher(), "team", no_acl.path("copy"), "--passfile",
+                  v.passfile()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("team/f: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("team/sub: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("team/sub/inherited: "), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(no_acl.path("copy/sub/inherited")));
 }
 
 }  // namespace

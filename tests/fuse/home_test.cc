@@ -22,6 +22,7 @@
 
 #include "sigilfs/core/config.h"
 #include "sigilfs/fuse/vault_lock.h"
+#include "test_support/acls.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
@@ -218,6 +219,13 @@ class HomeTest : public ::testing::Test {
     WriteFile(h / "root-owned", test::Pattern(33, 14), 0644);
     ASSERT_EQ(::chmod((h / "shared").c_str(), 02775), 0);
     ASSERT_EQ(::chmod((h / "docs" / "deep").c_str(), 0750), 0);
+    // ACLs: a named user (the case an undo once lost), and a default ACL that entries made in
+    // the directory inherit.
+    test::Setfacl({"-m", "u:nobody:r--", (h / "docs" / "report.txt").string()});
+    test::Setfacl({"-d", "-m", "u:nobody:r-x,g:nogroup:rwx", (h / "shared").string()});
+    WriteFile(h / "shared" / "inherits", test::Pattern(21, 15), 0664);
+    Own(h / "shared" / "inherits");
+    SetMtime(h / "shared", 1300000002, 2);
     SetMtime(h / "tool", 1000000000, 123456789);
     SetMtime(h / "link", 1200000000, 5);
     SetMtime(h / "docs" / "deep" / "er", 1300000000, 999999999);
@@ -233,6 +241,8 @@ TEST_F(HomeTest, MigrateMovesEverythingAndTheMountShowsItUnchanged) {
   BuildOddHome();
   const auto before = test::Snapshot(Home());
   ASSERT_GT(before.size(), 30u);
+  const std::string acls = test::AclsOf(Home().string());
+  ASSERT_NE(acls.find("user:nobody:r--"), std::string::npos) << acls;
 
   ProcessResult r = Setup({"--migrate"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -261,11 +271,13 @@ TEST_F(HomeTest, MigrateMovesEverythingAndTheMountShowsItUnchanged) {
   fs::create_directories(Tmp("view"));
   test::MountedVault view(Vault(), Tmp("view").string(), Pass());
   EXPECT_EQ(test::Snapshot(Tmp("view")), before);
+  EXPECT_EQ(test::AclsOf(Tmp("view").string()), acls);
 }
 
 TEST_F(HomeTest, UndoPutsTheHomeBackAndRemovesTheVault) {
   BuildOddHome();
   const auto before = test::Snapshot(Home());
+  const std::string acls = test::AclsOf(Home().string());
   ProcessResult r = Setup({"--migrate"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_TRUE(fs::is_empty(Home()));
@@ -274,6 +286,7 @@ TEST_F(HomeTest, UndoPutsTheHomeBackAndRemovesTheVault) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("exported and verified"), std::string::npos) << r.out;
   EXPECT_EQ(test::Snapshot(Home()), before);
+  EXPECT_EQ(test::AclsOf(Home().string()), acls);
   EXPECT_FALSE(fs::exists(Vault()));
   EXPECT_TRUE(fs::is_empty(Tmp("vaults")));  // no temporary name left behind either
 }

@@ -31,6 +31,7 @@ struct TransferOptions {
   std::string to;    // export: the plain DEST; import: the vault PATH
   bool force = false;
   bool no_owner = false;
+  bool no_acl = false;
   fuse::PassphraseSource pass;
 };
 
@@ -186,7 +187,8 @@ int RunExport(const TransferOptions& o) {
         !st.ok() && st.status().code() == Code::kNotFound)
       return Fail(st.status().WithContext(path));
   }
-  core::ExportOptions options{.replace = o.force, .owner = Owner(o), .problem = PrintProblem};
+  core::ExportOptions options{
+      .replace = o.force, .owner = Owner(o), .acls = !o.no_acl, .problem = PrintProblem};
   auto problems = core::ExportEntry(**tree, **dir, name, *dst_parent, dst_name, dest, options);
   if (!problems.ok()) return Fail(WithHint(problems.status()));
   return *problems == 0 ? 0 : 1;
@@ -220,6 +222,7 @@ int RunImport(const TransferOptions& o) {
   core::ImportOptions options;
   options.replace = o.force;
   options.owner = Owner(o);
+  options.acls = !o.no_acl;
 
   // The target: PATH itself, or SOURCE's name inside PATH when PATH is a directory.
   std::unique_ptr<core::Tree::Dir> into;  // the directory imported into, if any
@@ -300,11 +303,13 @@ void RegisterTransferCommands(CLI::App& app, Action& action) {
     cmd->add_flag("--force", o->force,
                   "Replace an existing DEST (a directory is merged into, files in it replaced)");
     cmd->add_flag("--no-owner", o->no_owner, "Do not restore ownership (only root restores it)");
+    cmd->add_flag("--no-acl", o->no_acl, "Do not restore POSIX ACLs");
     AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
     cmd->footer(
         "Recreates directories, files, symlinks, FIFOs and device nodes, hard links, permissions,\n"
-        "times, user.* extended attributes, and ownership when run as root. A damaged file, name\n"
-        "or attribute is reported (one line each) and left out; the rest is exported.\n"
+        "times, user.* extended attributes, POSIX ACLs, and ownership when run as root. A damaged\n"
+        "file, name or attribute, and an ACL DEST cannot keep, is reported (one line each); the\n"
+        "rest is exported.\n"
         "Exit status: 0 all exported, 1 something was damaged or failed, 2 usage error.\n"
         "A vault that is mounted gets a warning: the mount may not have written back yet.");
     cmd->callback([&action, o] { action = [o] { return RunExport(*o); }; });
@@ -322,11 +327,13 @@ void RegisterTransferCommands(CLI::App& app, Action& action) {
     cmd->add_flag("--force", o->force,
                   "Replace existing entries (a file atomically; directories are merged into)");
     cmd->add_flag("--no-owner", o->no_owner, "Do not copy ownership (only root copies it)");
+    cmd->add_flag("--no-acl", o->no_acl, "Do not copy POSIX ACLs");
     AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
     cmd->footer(
         "Keeps directories, files, symlinks, FIFOs and device nodes, hard links, permissions,\n"
-        "times, user.* extended attributes (the vault keeps no others), and ownership when run\n"
-        "as root. Each entry appears complete under its name or not at all. Stops at the first\n"
+        "times, user.* extended attributes and POSIX ACLs (the vault keeps no other attributes),\n"
+        "and ownership when run as root. Each entry appears complete under its name or not at all. "
+        "Stops at the first\n"
         "failure. Refused while the vault is mounted (the mount caches names and attributes).");
     cmd->callback([&action, o] { action = [o] { return RunImport(*o); }; });
   }

@@ -40,6 +40,7 @@ using Acl = std::vector<Entry>;
 // u16 tag, u16 perm, u32 id.
 inline constexpr uint32_t kXattrVersion = 2;
 inline constexpr size_t kHeaderSize = 4, kEntrySize = 8;
+inline constexpr uint32_t kUndefinedId = 0xffffffff;
 
 namespace detail {
 inline uint32_t Le32(const uint8_t* p) {
@@ -111,6 +112,16 @@ inline std::vector<uint8_t> Serialize(const Acl& acl) {
     detail::Put32(out, e.id);
   }
   return out;
+}
+
+// An ACL checked and in the form the kernel hands out: the entries that name no one carry the
+// id -1 (ACL_UNDEFINED_ID), so two copies of one ACL are equal byte for byte.
+inline Result<std::vector<uint8_t>> Canonical(ByteSpan value) {
+  auto acl = Parse(value);
+  if (!acl.ok()) return acl.status();
+  for (Entry& e : *acl)
+    if (e.tag != kUser && e.tag != kGroup) e.id = kUndefinedId;
+  return Serialize(*acl);
 }
 
 // The permission bits an ACL stands for (the group class is the mask when there is one), as

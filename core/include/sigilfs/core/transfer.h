@@ -1,6 +1,6 @@
 // Transfer: plain trees into and out of a vault without a mount (import, export, the home
-// migration, backup and restore tools), with permissions, times, `user.*` attributes, hard
-// links and, on request, owners.
+// migration, backup and restore tools), with permissions, times, `user.*` attributes, POSIX
+// ACLs (access and default), hard links and, on request, owners.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,9 @@ struct ImportOptions {
   // one) and directories merged into; without it an existing entry is kExists.
   bool replace = false;
   bool owner = false;  // owners copied too (needs the privilege to chown)
+  // POSIX ACLs copied, exactly (and, on a directory merged into, one the source lacks removed);
+  // without it the vault's entries get none.
+  bool acls = true;
   // Called after each non-directory entry: its vault path and, for a regular file, its size.
   std::function<void(const std::string& path, uint64_t bytes)> progress;
 };
@@ -36,8 +39,13 @@ Status ImportInto(Tree& tree, BackingDir& from, const std::string& shown, const 
 struct ExportOptions {
   bool replace = false;  // existing entries replaced and directories merged into (kExists else)
   bool owner = false;    // owners restored too
+  // POSIX ACLs restored exactly: each plain entry has the vault entry's ACLs and no other (one
+  // inherited from a default ACL of the destination is removed). Without it none is written.
+  bool acls = true;
   // Each damaged entry of the vault (a page, name, IV, target or attribute that does not open):
-  // reported here and left out, the rest exported. A damaged file is not created at all.
+  // reported here and left out, the rest exported. A damaged file is not created at all. An ACL
+  // the destination refuses (a file system without ACLs) is reported here too; the entry is
+  // exported without it.
   std::function<void(const std::string& path, const Status&)> problem;
 };
 
@@ -51,7 +59,8 @@ Result<uint64_t> ExportEntry(Tree& tree, const Tree::Dir& from, std::string_view
 // Proof that plain directory `plain` (`shown` in messages) and vault directory `vault` hold the
 // same tree, read back through the vault's own code: names, types, contents, sizes, modes,
 // owners, modification times (access times are not compared: reading a symlink's target moves
-// it), device numbers, symlink targets, hard-link identity and `user.*` attributes, the two
+// it), device numbers, symlink targets, hard-link identity, `user.*` attributes and POSIX ACLs
+// (compared as ACLs: the ids of unnamed entries do not count), the two
 // directories' own included. The first difference is kCorrupt with its vault path; on success,
 // the number of entries compared. `seen` (if given) is called with each entry's vault path and
 // plain stat as first looked at.
