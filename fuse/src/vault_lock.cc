@@ -29,13 +29,11 @@ std::string Canonical(const std::string& dir) {
 std::string ErrnoText(int err) { return std::generic_category().message(err); }
 
 // Calls `fn(mount point, cipher directory)` for each sigilfs mount in /proc/self/mountinfo, in
-// mount order: a `fuse.sigilfs` mount whose source is "sigilfs:" and the cipher directory.
+// mount order.
 template <typename Fn>
 void ForEachSigilfsMount(Fn fn) {
-  constexpr std::string_view kPrefix = "sigilfs:";
   for (const MountInfoEntry& m : ReadMountInfo())
-    if (m.type == "fuse.sigilfs" && m.source.rfind(kPrefix, 0) == 0)
-      fn(m.mount_point, m.source.substr(kPrefix.size()));
+    if (auto vault = SigilfsVaultOf(m)) fn(m.mount_point, *vault);
 }
 
 }  // namespace

@@ -131,6 +131,35 @@ TEST(MountDaemonTest, MountSyntaxWithOptionsInDashO) {
   EXPECT_TRUE(WaitFor([&] { return !IsFuseMount(vault.plain()); }, std::chrono::seconds(8)));
 }
 
+// The mount's source is the cipher directory's absolute path, whatever path it was given, so
+// `findmnt -S` and `mount | grep` find it; the type is fuse.sigilfs.
+TEST(MountDaemonTest, TheMountTableNamesTheVaultByItsAbsolutePath) {
+  SIGILFS_NEEDS_FUSE();
+  test::TempDir dir;
+  // A comma and a space: libfuse splits options at commas, the mount table escapes spaces.
+  const fs::path cipher = dir.path() / "my vault, 2", plain = dir.path() / "plain";
+  fs::create_directories(cipher);
+  fs::create_directories(plain);
+  std::ofstream(dir.path() / "pw") << "pw\n";
+  test::ProcessResult r = test::RunProcess({SIGILFS_BINARY, "init", cipher.string(), "--kdf",
+                                            "test", "--passfile", (dir.path() / "pw").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::RunProcess({"/bin/sh", "-c",
+                        "cd \"$1\" && exec \"$2\" mount 'my vault, 2' plain --passfile pw", "sh",
+                        dir.path().string(), SIGILFS_BINARY});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(IsFuseMount(plain.string()));
+  r = test::RunProcess(
+      {"/usr/bin/findmnt", "-n", "-o", "SOURCE,FSTYPE", "--mountpoint", plain.string()});
+  EXPECT_EQ(r.out, cipher.string() + " fuse.sigilfs\n") << r.err;
+  r = test::RunProcess({"/usr/bin/findmnt", "-n", "-o", "TARGET", "-S", cipher.string()});
+  EXPECT_EQ(r.out, plain.string() + "\n") << r.err;
+  r = test::RunProcess({SIGILFS_BINARY, "unmount", plain.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(IsFuseMount(plain.string()));
+  if (IsFuseMount(plain.string())) (void)test::RunProcess({"/bin/umount", "-l", plain.string()});
+}
+
 // The daemon clears set-ID bits itself (FUSE_HANDLE_KILLPRIV_V2), so the kernel asks for a
 // file's security.capability once, not before every write: a round trip per write(2) saved.
 TEST(MountDaemonTest, WritesDoNotAskForSecurityAttributesEachTime) {
@@ -200,7 +229,7 @@ TEST(MountDaemonTest, RemountReadOnlyAndBack) {
   SIGILFS_NEEDS_ROOT("remounting needs root");
   test::MountedVault vault;
   std::ofstream(vault.path("f")) << "before";
-  const std::string source = "sigilfs:" + vault.cipher();
+  const std::string source = vault.cipher();
   auto remount = [&](const std::string& how) {
     return test::RunProcess({SIGILFS_BINARY, source, vault.plain(), "-o", "rw,remount," + how});
   };
@@ -338,7 +367,7 @@ TEST(MountDaemonTest, NoatimeKeepsAccessTimesOnReadExecListAndStat) {
     // daemon too, within a second.
     if (::geteuid() != 0) return;
     const test::ProcessResult r = test::RunProcess(
-        {SIGILFS_BINARY, "sigilfs:" + vault.cipher(), vault.plain(), "-o", "rw,remount,noatime"});
+        {SIGILFS_BINARY, vault.cipher(), vault.plain(), "-o", "rw,remount,noatime"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     struct statvfs sv;
     ASSERT_EQ(::statvfs(vault.plain().c_str(), &sv), 0);

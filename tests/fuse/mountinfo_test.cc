@@ -38,6 +38,14 @@ TEST(MountInfoTest, LinesOfAnotherShapeAreSkipped) {
   EXPECT_EQ(mounts[1].source, "sigilfs:/v");
 }
 
+TEST(MountInfoTest, ASigilfsMountNamesItsVaultByPathOrByTheOldPrefix) {
+  auto vault_of = [](const std::string& line) { return SigilfsVaultOf(*ParseMountInfoLine(line)); };
+  EXPECT_EQ(vault_of("23 22 0:5 / /mnt rw - fuse.sigilfs /v\\040w rw"), "/v w");
+  EXPECT_EQ(vault_of("23 22 0:5 / /mnt rw - fuse.sigilfs sigilfs:/old rw"), "/old");
+  EXPECT_EQ(vault_of("23 22 0:5 / /mnt rw - fuse.gocryptfs /v rw"), std::nullopt);
+  EXPECT_EQ(vault_of("22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw"), std::nullopt);
+}
+
 // The live table of this process has the root mount.
 TEST(MountInfoTest, TheLiveTableHasTheRoot) {
   bool root = false;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -316,10 +317,14 @@ Status RemoveVerified(BackingDir& dir, const std::string& shown, const VerifiedT
 std::optional<std::string> FindSigilfsMount(const std::vector<std::string>& vaults,
                                             const std::string& mount_point) {
   for (const sigilfs::fuse::MountInfoEntry& m : sigilfs::fuse::ReadMountInfo()) {
-    if (m.type != "fuse.sigilfs") continue;
+    const auto source = sigilfs::fuse::SigilfsVaultOf(m);
+    if (!source) continue;
     if (m.mount_point == mount_point) return m.mount_point;
     for (const std::string& vault : vaults) {
-      if (m.source == "sigilfs:" + vault) return m.mount_point;
+      // A mount records the canonical path (older ones the path they were given).
+      std::error_code ec;
+      const std::string canonical = std::filesystem::weakly_canonical(vault, ec).string();
+      if (*source == vault || (!ec && *source == canonical)) return m.mount_point;
     }
   }
   return std::nullopt;

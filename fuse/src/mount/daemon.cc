@@ -165,6 +165,23 @@ void SetReadahead(const std::string& mountpoint, size_t kib) {
   if (!out && ::geteuid() == 0) Log("read-ahead of %s not set", mountpoint.c_str());
 }
 
+std::string CanonicalPath(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::canonical(dir, ec);
+  if (ec) p = std::filesystem::absolute(dir, ec).lexically_normal();
+  return p.string();
+}
+
+// libfuse splits -o at commas and takes a backslash as an escape.
+std::string EscapeOption(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
   for (const std::string& p : parts) {
@@ -179,8 +196,10 @@ std::string Join(const std::vector<std::string>& parts) {
 
 int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   RaiseFileLimit();
-  std::vector<std::string> mount_opts = {"fsname=sigilfs:" + volume->vault().dir(),
-                                         "subtype=sigilfs"};
+  // The mount's source is the cipher directory's absolute path, as `findmnt -S`, `mount | grep`
+  // and sshfs or gocryptfs users expect; its type is fuse.sigilfs.
+  std::vector<std::string> mount_opts = {
+      "fsname=" + EscapeOption(CanonicalPath(volume->vault().dir())), "subtype=sigilfs"};
   if (o.read_only) mount_opts.push_back("ro");
   mount_opts.insert(mount_opts.end(), o.fuse_options.begin(), o.fuse_options.end());
   const std::string joined = Join(mount_opts);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sigilfs::fuse {
@@ -31,7 +32,7 @@ struct MountInfoEntry {
   std::string mount_point;    // "/home/alice"
   std::string options;        // per-mount: "rw,nosuid,nodev,relatime"
   std::string type;           // "fuse.sigilfs"
-  std::string source;         // "sigilfs:/home/.alice.sigilfs"
+  std::string source;         // "/home/.alice.sigilfs"
   std::string super_options;  // "rw,user_id=1000,group_id=1000,default_permissions"
 };
 
@@ -60,6 +61,16 @@ inline std::vector<MountInfoEntry> ReadMountInfo(const std::string& path = "/pro
   for (std::string line; std::getline(in, line);)
     if (auto e = ParseMountInfoLine(line)) mounts.push_back(std::move(*e));
   return mounts;
+}
+
+// The cipher directory a sigilfs mount serves (its source: the directory's absolute path, or
+// "sigilfs:" and the path as given, for mounts made by versions before 0.2), or nullopt for a
+// mount of another type.
+inline std::optional<std::string> SigilfsVaultOf(const MountInfoEntry& m) {
+  if (m.type != "fuse.sigilfs") return std::nullopt;
+  constexpr std::string_view kOldPrefix = "sigilfs:";
+  if (m.source.rfind(kOldPrefix, 0) == 0) return m.source.substr(kOldPrefix.size());
+  return m.source;
 }
 
 }  // namespace sigilfs::fuse
