@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sigilfs/crypt/random.h"
+#include "test_support/param_names.h"
 
 namespace sigilfs::core {
 namespace {
@@ -159,7 +160,8 @@ TEST_P(UnitCodecTest, ShortTailPage) {
 
 INSTANTIATE_TEST_SUITE_P(Ciphers, UnitCodecTest,
                          ::testing::Values(AeadAlgorithm::kAes256Gcm,
-                                           AeadAlgorithm::kXChaCha20Poly1305));
+                                           AeadAlgorithm::kXChaCha20Poly1305),
+                         [](const auto& info) { return crypt::AeadName(info.param); });
 
 TEST(IsAllZeroTest, FindsAnyNonZeroByte) {
   std::vector<uint8_t> buf(4124, 0);

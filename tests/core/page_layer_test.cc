@@ -22,6 +22,7 @@
 #include "test_support/backends.h"
 #include "test_support/contents.h"
 #include "test_support/forwarding_backing_file.h"
+#include "test_support/param_names.h"
 #include "test_support/pattern.h"
 #include "test_support/recording_backing_file.h"
 
@@ -1537,8 +1538,7 @@ TEST_P(PageLayerTest, RandomOperationsMatchAModel) {
 
 std::string ParamName(
     const ::testing::TestParamInfo<std::tuple<BackendKind, crypt::AeadAlgorithm>>& info) {
-  return test::BackendName(std::get<0>(info.param)) +
-         (std::get<1>(info.param) == crypt::AeadAlgorithm::kAes256Gcm ? "Gcm" : "XChaCha");
+  return test::BackendName(std::get<0>(info.param)) + crypt::AeadName(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -16,6 +16,7 @@
 #include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/random.h"
 #include "test_support/backends.h"
+#include "test_support/param_names.h"
 #include "test_support/pattern.h"
 
 namespace sigilfs::core {
@@ -466,8 +467,7 @@ TEST_P(TornTailTest, ACutAnywhereFailsThePageItCutsAndNoOther) {
 
 std::string ParamName(
     const ::testing::TestParamInfo<std::tuple<BackendKind, crypt::AeadAlgorithm>>& info) {
-  return test::BackendName(std::get<0>(info.param)) +
-         (std::get<1>(info.param) == crypt::AeadAlgorithm::kAes256Gcm ? "Gcm" : "XChaCha");
+  return test::BackendName(std::get<0>(info.param)) + crypt::AeadName(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -20,6 +20,7 @@
 #include "sigilfs/crypt/random.h"
 #include "test_support/backends.h"
 #include "test_support/forwarding_backing_file.h"
+#include "test_support/param_names.h"
 #include "test_support/pattern.h"
 #include "test_support/recording_backing_file.h"
 
@@ -802,8 +803,7 @@ TEST_P(VerityTest, SequentialReadsAskForTheNextSideBlocksAhead) {
 
 std::string ParamName(
     const ::testing::TestParamInfo<std::tuple<BackendKind, crypt::AeadAlgorithm, bool>>& info) {
-  return std::string(std::get<0>(info.param) == BackendKind::kMemory ? "Memory" : "Posix") +
-         (std::get<1>(info.param) == crypt::AeadAlgorithm::kAes256Gcm ? "Gcm" : "XChaCha") +
+  return test::BackendName(std::get<0>(info.param)) + crypt::AeadName(std::get<1>(info.param)) +
          (std::get<2>(info.param) ? "Pins" : "TreeOnly");
 }
 

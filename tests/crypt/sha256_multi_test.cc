@@ -18,6 +18,11 @@
 #include "test_support/hex.h"
 
 namespace sigilfs::crypt {
+
+// What gtest prints of the parameter (found through argument-dependent lookup, so not in the
+// unnamed namespace).
+void PrintTo(Sha256Midstate::Impl impl, std::ostream* os);
+
 namespace {
 
 using Impl = Sha256Midstate::Impl;
@@ -158,6 +163,12 @@ TEST_P(Sha256MidstateTest, LongMessage) {
   EXPECT_EQ(ToHex(db), ToHex(Sha256(Concat(prefix, b))));
   EXPECT_EQ(ToHex(midstate->HashWith(GetParam(), a)), ToHex(da));
 }
+
+}  // namespace
+
+void PrintTo(Sha256Midstate::Impl impl, std::ostream* os) { *os << ImplName(impl); }
+
+namespace {
 
 INSTANTIATE_TEST_SUITE_P(Impls, Sha256MidstateTest,
                          testing::Values(Impl::kAuto, Impl::kShaNi, Impl::kGeneric),

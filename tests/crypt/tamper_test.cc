@@ -16,6 +16,7 @@
 #include "sigilfs/crypt/siv.h"
 #include "sigilfs/status.h"
 #include "test_support/hex.h"
+#include "test_support/param_names.h"
 
 namespace sigilfs::crypt {
 namespace {
@@ -227,7 +228,7 @@ TEST_P(AeadTamperTest, InPlaceSealAndOpen) {
 }
 
 std::string AlgorithmTestName(const testing::TestParamInfo<AeadAlgorithm>& info) {
-  return info.param == AeadAlgorithm::kAes256Gcm ? "Aes256Gcm" : "XChaCha20Poly1305";
+  return AeadName(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothAlgorithms, AeadTamperTest,

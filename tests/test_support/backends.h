@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ enum class BackendKind { kMemory, kPosix };
 inline std::string BackendName(BackendKind k) {
   return k == BackendKind::kMemory ? "Memory" : "Posix";
 }
+// What gtest prints of the parameter (found through argument-dependent lookup).
+inline void PrintTo(BackendKind k, std::ostream* os) { *os << BackendName(k); }
 
 class TestBackend {
  public:

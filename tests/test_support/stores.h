@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,9 @@ inline std::unique_ptr<core::BackingDir> NewStore(Store kind, const std::filesys
 inline std::string StoreName(const ::testing::TestParamInfo<Store>& info) {
   return info.param == Store::kPosix ? "Posix" : "Memory";
 }
+
+// What gtest prints of the parameter (found through argument-dependent lookup).
+inline void PrintTo(Store s, std::ostream* os) { *os << (s == Store::kPosix ? "Posix" : "Memory"); }
 
 #define SIGILFS_INSTANTIATE_FOR_STORES(suite)                                             \
   INSTANTIATE_TEST_SUITE_P(                                                               \
