@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -92,6 +93,39 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
   lock.fd_ = core::UniqueFd();
   lock.why_not_ = path + ": " + ErrnoText(err);
   return lock;
+}
+
+Status VaultLock::RecordHolder() const {
+  if (!held()) return Status::Ok();
+  const std::string text = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_.get(), 0) != 0 ||
+      ::pwrite(fd_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    return Status::FromErrno(errno, "record the daemon in the vault lock");
+  return Status::Ok();
+}
+
+std::optional<pid_t> VaultLock::HolderOf(const std::string& dir) {
+  const std::string path = dir + "/" + kLockFileName;
+  core::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat lock_file;
+  if (fd.get() < 0 || ::fstat(fd.get(), &lock_file) != 0) return std::nullopt;
+  char text[32] = {};
+  const ssize_t n = ::pread(fd.get(), text, sizeof(text) - 1, 0);
+  if (n <= 0) return std::nullopt;
+  char* end = nullptr;
+  const long pid = std::strtol(text, &end, 10);
+  if (pid <= 0 || end == text || *end != '\n') return std::nullopt;
+  // Only a process that has the lock file open is its holder.
+  std::error_code ec;
+  const std::filesystem::path fds = "/proc/" + std::to_string(pid) + "/fd";
+  for (auto it = std::filesystem::directory_iterator(fds, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    if (::stat(it->path().c_str(), &st) == 0 && st.st_dev == lock_file.st_dev &&
+        st.st_ino == lock_file.st_ino)
+      return static_cast<pid_t>(pid);
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> MountPointsOfVault(const std::string& dir) {

@@ -2,6 +2,7 @@
 // the cipher directory are refused while the vault is mounted, naming the mount point; readers
 // warn and go on; the lock file is nowhere to be seen; a killed daemon leaves no lock behind.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -165,6 +166,39 @@ TEST(MountLockTest, AfterUnmountEverythingWorksAgain) {
   EXPECT_EQ(test::ReadAll(v.path("new")), "new file");
 }
 
+// "pid (comm) S ...": the state letter of process `pid`, or 0 if it is gone.
+char StateOf(pid_t pid) {
+  std::string text = test::ReadAll("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() ? 0 : text[close + 2];
+}
+
+// `sigilfs unmount` returns once the daemon has ended, not only once the kernel let go: a
+// shutdown script may unmount the disk under the vault next. A daemon that does not end in
+// time (here: stopped) is named, with exit 1.
+TEST(MountLockTest, UnmountReturnsOnceTheDaemonHasEnded) {
+  SIGILFS_NEEDS_FUSE();
+  test::MountedVault v;
+  for (int i = 0; i < 20; ++i) std::ofstream(v.path("f" + std::to_string(i))) << "contents";
+  ASSERT_EQ(fuse::VaultLock::HolderOf(v.cipher()), v.pid());
+  ProcessResult r = RunProcess({SIGILFS_BINARY, "unmount", v.plain()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const char state = StateOf(v.pid());
+  EXPECT_TRUE(state == 'Z' || state == 0) << "the daemon is still running: " << state;
+  EXPECT_EQ(fuse::VaultLock::HolderOf(v.cipher()), std::nullopt);  // no process has it open
+  v.Unmount();
+
+  v.Mount();
+  ASSERT_EQ(::kill(v.pid(), SIGSTOP), 0);
+  r = RunProcess({SIGILFS_BINARY, "unmount", v.plain(), "--timeout", "1"});
+  ASSERT_EQ(::kill(v.pid(), SIGCONT), 0);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: " + v.plain() + " is unmounted, but its daemon (process " +
+                       std::to_string(v.pid()) +
+                       ") has not ended after 1 s (it may still be writing back; the vault is "
+                       "not free yet)\n");
+}
+
 // The lock is held by the process that serves (fuse_daemonize forks, and the process that was
 // started exits), and is not handed to the --extpass program.
 TEST(MountLockTest, TheDetachedDaemonHoldsTheLockAndNoProgramItRunsDoes) {
@@ -240,14 +274,15 @@ TEST(MountLockTest, TheLockFileIsNotListedOrReported) {
   ASSERT_EQ(::stat(cipher.c_str(), &after), 0);
   EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
   EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  EXPECT_EQ(fs::file_size(lock), 0u);
+  // The serving daemon's process id, and nothing else.
+  EXPECT_EQ(test::ReadAll(lock), std::to_string(v.pid()) + "\n");
   EXPECT_TRUE(fs::is_empty(v.plain()));
   std::ofstream(v.path(fuse::kLockFileName)) << "a plaintext file";
   std::vector<std::string> listed;
   for (const auto& e : fs::directory_iterator(v.plain())) listed.push_back(e.path().filename());
   EXPECT_EQ(listed, std::vector<std::string>{fuse::kLockFileName});
   EXPECT_EQ(test::ReadAll(v.path(fuse::kLockFileName)), "a plaintext file");
-  EXPECT_EQ(fs::file_size(lock), 0u);
+  EXPECT_EQ(test::ReadAll(lock), std::to_string(v.pid()) + "\n");
   v.Unmount();
   const ProcessResult r =
       RunProcess({SIGILFS_BINARY, "fsck", v.cipher(), "--passfile", v.passfile()});

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -238,18 +239,33 @@ int RunMount(MountArgs a) {
   if (!vault.ok()) return Fail(vault.status());
   auto volume = core::Volume::Open(std::move(vault).value(), core::VolumeOptions{});
   if (!volume.ok()) return Fail(volume.status());
+  // The serving process names itself in the lock file, for `sigilfs unmount` to wait on.
+  d.on_serving = [&lock] { (void)lock->RecordHolder(); };
   return fuse::RunDaemon(std::move(volume).value(), d);
+}
+
+// True once process `pid` has ended (gone, or a zombie: its files are closed).
+bool ProcessEnded(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;
+  // "pid (comm) state ...": the command name may hold spaces and parentheses.
+  const size_t close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z' ||
+         text[close + 2] == 'X';
 }
 
 // fusermount3 -u returns once the kernel let go of the mount; the daemon may still be writing
 // back what its last requests left. So that the vault can be used at once (mounted again,
-// imported into), this waits until the daemon is gone: its lock on the vault free.
-int RunUnmount(const std::string& mountpoint) {
+// imported into) and the disk under it unmounted, this waits until the daemon has ended: its
+// lock on the vault free and its process gone.
+int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
   const std::optional<std::string> vault = fuse::VaultMountedOn(mountpoint);
   if (!vault)
     return Fail(Status(Code::kInvalidArgument,
                        mountpoint + " is not a sigilfs mount (nothing of sigilfs to unmount)",
                        EINVAL));
+  const std::optional<pid_t> daemon = fuse::VaultLock::HolderOf(*vault);
   const pid_t pid = ::fork();
   if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
   if (pid == 0) {
@@ -263,16 +279,20 @@ int RunUnmount(const std::string& mountpoint) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  if (!vault) return 0;
-  constexpr auto kPatience = std::chrono::seconds(60);
-  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   for (auto pause = std::chrono::milliseconds(1);;
        pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
     auto lock = fuse::VaultLock::Acquire(*vault, fuse::LockMode::kShared);
-    if (lock.ok() || lock.status().sys_errno() != EBUSY) return 0;
+    const bool free = lock.ok() || lock.status().sys_errno() != EBUSY;
+    if (free && (!daemon || ProcessEnded(*daemon))) return 0;
     if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "sigilfs: unmounted, but %s\n", lock.status().message().c_str());
-      return 0;
+      const std::string who =
+          daemon ? "its daemon (process " + std::to_string(*daemon) + ")" : "its daemon";
+      std::fprintf(stderr,
+                   "sigilfs: %s is unmounted, but %s has not ended after %d s (it may still be "
+                   "writing back; the vault is not free yet)\n",
+                   mountpoint.c_str(), who.c_str(), timeout_seconds);
+      return 1;
     }
     std::this_thread::sleep_for(pause);
   }
@@ -317,8 +337,16 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
   {
     auto mp = std::make_shared<std::string>();
     auto* cmd = app.add_subcommand("unmount", "Unmount a mounted vault (flushes everything)");
+    auto timeout = std::make_shared<int>(60);
     cmd->add_option("MOUNTPOINT", *mp, "The mount point")->required();
-    cmd->callback([&action, mp] { action = [mp] { return RunUnmount(*mp); }; });
+    cmd->add_option("--timeout", *timeout,
+                    "How long to wait for the daemon to finish writing back and end, in seconds "
+                    "(then exit 1)")
+        ->default_val(60)
+        ->check(CLI::Range(0, 86400));
+    cmd->footer("Returns once the daemon has ended: the vault and the disk under it are free.");
+    cmd->callback(
+        [&action, mp, timeout] { action = [mp, timeout] { return RunUnmount(*mp, *timeout); }; });
   }
 }
 

@@ -247,6 +247,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
     if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
       std::fprintf(stderr, "sigilfs: cannot daemonize\n");
     } else {
+      if (o.on_serving) o.on_serving();
       // Threads start after fuse_daemonize: they would not survive its fork.
       Housekeeper housekeeper(fs, o);
       fuse_loop_config* cfg = fuse_loop_cfg_create();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,8 @@ struct DaemonOptions {
   size_t readahead_kib = kDefaultReadaheadKib;
   static constexpr size_t kDefaultReadaheadKib = 2048;
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
+  // Called in the serving process once it has detached (fuse_daemonize forks).
+  std::function<void()> on_serving;
 };
 
 // Mounts `volume` and serves it until unmounted or signalled (SIGINT/SIGTERM/SIGHUP flush and

@@ -2,6 +2,8 @@
 // life and that the offline commands take for theirs (docs/design.md, "One mount per vault").
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,8 +13,9 @@
 
 namespace sigilfs::fuse {
 
-// An empty file in the cipher root: only the flock(2) lock on it means anything. Its name has a
-// '.', so no listing shows it (docs/format.md).
+// A file in the cipher root: the flock(2) lock on it is what counts; a mount daemon writes its
+// process id into it, so that `sigilfs unmount` can wait for that process to end. Its name has
+// a '.', so no listing shows it (docs/format.md).
 inline constexpr char kLockFileName[] = "sigilfs.lock";
 
 enum class LockMode {
@@ -36,6 +39,13 @@ class VaultLock {
   static Result<VaultLock> Acquire(const std::string& dir, LockMode mode);
 
   bool held() const { return fd_.get() >= 0; }
+
+  // Writes this process's id into the lock file (a daemon, once it has detached), for
+  // HolderOf. Needs an exclusive lock on a file opened for writing.
+  Status RecordHolder() const;
+  // The process that recorded itself in the lock file of the vault in `dir` and still has that
+  // file open (so a stale id, or one reused by another process, is not taken), if any.
+  static std::optional<pid_t> HolderOf(const std::string& dir);
   const std::string& why_not() const { return why_not_; }
 
  private:
