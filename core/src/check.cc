@@ -17,8 +17,12 @@ constexpr size_t kReadStep = 1 << 20;
 class Checker {
  public:
   Checker(Tree& tree, const std::function<void(const std::string&, const Status&)>& problem,
-          uint64_t max_pages_listed)
-      : tree_(tree), report_(problem), max_pages_listed_(max_pages_listed), buffer_(kReadStep) {}
+          uint64_t max_pages_listed, const ByteProgress& progress)
+      : tree_(tree),
+        report_(problem),
+        max_pages_listed_(max_pages_listed),
+        progress_(progress),
+        buffer_(kReadStep) {}
   ~Checker() { crypt::SecureWipe(buffer_); }
   Checker(const Checker&) = delete;
   Checker& operator=(const Checker&) = delete;
@@ -103,7 +107,7 @@ class Checker {
                              "commit point, or a changed header): it reads as sealed"));
       // Reads every tree block and every data page, each checked as a read would: a full
       // read on top would find nothing new.
-      if (Status s = contents.VerifyAll(); !s.ok()) Problem(path, s);
+      if (Status s = contents.VerifyAll(progress_); !s.ok()) Problem(path, s);
       return;
     }
     // Every damaged page is listed (after a crash: the page that was being written), the
@@ -124,6 +128,7 @@ class Checker {
         return;
       }
       offset += *n;
+      if (progress_) progress_(*n);
     }
     if (damaged > max_pages_listed_)
       Problem(path, Status(Code::kCorrupt, std::to_string(damaged - max_pages_listed_) +
@@ -133,6 +138,7 @@ class Checker {
   Tree& tree_;
   const std::function<void(const std::string&, const Status&)>& report_;
   const uint64_t max_pages_listed_;
+  const ByteProgress& progress_;
   std::vector<uint8_t> buffer_;  // plaintext: wiped when the walk is done
   std::set<std::pair<dev_t, ino_t>> seen_;
   CheckSummary summary_;
@@ -142,8 +148,8 @@ class Checker {
 
 CheckSummary CheckTree(Tree& tree,
                        const std::function<void(const std::string&, const Status&)>& problem,
-                       uint64_t max_pages_listed) {
-  return Checker(tree, problem, max_pages_listed).Run();
+                       uint64_t max_pages_listed, const ByteProgress& progress) {
+  return Checker(tree, problem, max_pages_listed, progress).Run();
 }
 
 }  // namespace sigilfs::core

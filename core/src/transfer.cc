@@ -140,6 +140,8 @@ class Exporter {
       at.emplace_back(to_name);
       links_[key] = Linked{path, std::move(at), exported};
     }
+    if (exported && options_.progress)
+      options_.progress(path, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
     return Status::Ok();
   }
 
@@ -228,6 +230,7 @@ class Exporter {
       const ByteSpan parts[] = {ByteSpan(buffer_).first(*n)};
       SIGILFS_RETURN_IF_ERROR(About(shown, out.WriteAt(parts, offset)));
       offset += *n;
+      if (options_.copied) options_.copied(*n);
     }
     return Status::Ok();
   }
@@ -491,6 +494,7 @@ class Importer {
       SIGILFS_ASSIGN_OR_RETURN(size_t written, file.Write(offset, source, *n));
       if (written != *n) return Status(Code::kIoError, path + ": short write");
       offset += *n;
+      if (options_.copied) options_.copied(*n);
     }
     SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, name, options_.acls));
     for (PlainXattr& x : list) {

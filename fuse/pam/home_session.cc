@@ -43,7 +43,9 @@ void Mount(pam_handle_t* pamh, const Account& a, const Options& options, const L
                 a.home.c_str());
     return;
   }
-  std::string mount_options = "default_permissions";
+  // nonempty: a home that gained entries while unmounted (made by hand, or left by a partial
+  // migration, which `home setup` reports) still gets its vault at login.
+  std::string mount_options = "default_permissions,nonempty";
   if (!options.mount_options.empty()) mount_options += "," + options.mount_options;
   const std::vector<std::string> argv = {options.sigilfs, "mount", a.vault,
                                          a.home,          "-o",    mount_options};

@@ -1,11 +1,13 @@
 // End-to-end tests of the sigilfs command: init, passwd, info, demo and their refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "sigilfs/core/config.h"
 #include "test_support/mount.h"
+#include "test_support/mount_table.h"
 #include "test_support/process.h"
 #include "test_support/requirements.h"
 #include "test_support/temp_dir.h"
@@ -74,6 +76,35 @@ TEST_F(CliTest, BadInputIsNamedPlainly) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(dir.string() + " is not a sigilfs mount"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("fusermount"), std::string::npos) << r.err;
+
+  // An unknown -o option: one line, a usage error, before the passphrase is read.
+  r = Sigilfs({"mount", Vault(), dir.string(), "-o", "allow_other,frob=1", "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("sigilfs: unknown mount option 'frob=1' (sigilfs's own: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// A mount point that holds entries would have them vanish until the unmount: refused, naming
+// them, unless -o nonempty.
+TEST_F(CliTest, ANonEmptyMountPointIsRefusedUnlessAsked) {
+  SIGILFS_NEEDS_FUSE();
+  ASSERT_EQ(Init().exit_code, 0);
+  const std::string pass = PassFile("pw", "hunter2\n");
+  const fs::path dir = tmp_.path() / "dir";
+  fs::create_directory(dir);
+  std::ofstream(dir / "notes.txt") << "mine";
+  ProcessResult r = Sigilfs({"mount", Vault(), dir.string(), "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: invalid argument: the mount point " + dir.string() +
+                       " is not empty ('notes.txt'): the mount would hide that; -o nonempty "
+                       "mounts anyway\n");
+  EXPECT_TRUE(test::MountsAt(dir.string()).empty());
+  r = Sigilfs({"mount", Vault(), dir.string(), "-o", "nonempty", "--passfile", pass});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir));  // the vault's (empty) root, over the file
+  r = Sigilfs({"unmount", dir.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::ReadAll(dir / "notes.txt"), "mine");
 }
 
 TEST_F(CliTest, InitThenInfo) {
@@ -232,6 +263,47 @@ TEST_F(CliTest, DemoRuns) {
   EXPECT_NE(r.out.find("Demo finished"), std::string::npos);
   EXPECT_NE(r.out.find("read back through the mount: identical"), std::string::npos);
   EXPECT_NE(r.out.find("found in the cipher files or names: no"), std::string::npos);
+}
+
+// Long commands draw a progress line on a terminal (here a pseudo-terminal from script(1)), and
+// nothing when standard error is not one, or with --quiet.
+TEST_F(CliTest, LongCommandsShowProgressOnlyOnATerminal) {
+  ASSERT_EQ(Init().exit_code, 0);
+  const std::string pass = PassFile("pw", "hunter2\n");
+  const fs::path src = tmp_.path() / "src";
+  fs::create_directories(src);
+  {
+    std::ofstream big(src / "big", std::ios::binary);
+    const std::string chunk(1 << 20, 'x');
+    for (int i = 0; i < 8; ++i) big << chunk;
+  }
+  std::ofstream(src / "small") << "small";
+  const auto on_terminal = [&](const std::string& args) {
+    return RunProcess({"/usr/bin/script", "-qec",
+                       std::string(SIGILFS_BINARY) + " " + args + " --passfile " + pass,
+                       "/dev/null"});
+  };
+  ProcessResult r = on_terminal("import " + Vault() + " " + src.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\rimport: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("import: 8.0 MiB, 2 files in "), std::string::npos) << r.out;
+  r = on_terminal("verity enable " + Vault() + " src/big");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\rsealing src/big: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sha256:"), std::string::npos) << r.out;
+  r = on_terminal("verity verify " + Vault() + " src/big");
+  EXPECT_NE(r.out.find("\rverifying src/big: "), std::string::npos) << r.out;
+  r = on_terminal("fsck " + Vault());
+  EXPECT_NE(r.out.find("\rfsck: "), std::string::npos) << r.out;
+  r = on_terminal("export " + Vault() + " src " + (tmp_.path() / "out").string());
+  EXPECT_NE(r.out.find("export: 8.0 MiB, 2 files in "), std::string::npos) << r.out;
+  // --quiet on a terminal, and no terminal: not a byte of it.
+  r = on_terminal("verity verify " + Vault() + " src/big --quiet");
+  EXPECT_EQ(r.out.find("verifying"), std::string::npos) << r.out;
+  r = Sigilfs({"export", Vault(), "src", (tmp_.path() / "out2").string(), "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace

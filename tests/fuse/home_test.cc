@@ -246,7 +246,7 @@ TEST_F(HomeTest, MigrateMovesEverythingAndTheMountShowsItUnchanged) {
 
   ProcessResult r = Setup({"--migrate"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("copying into the vault: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("copied into the vault: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("verified "), std::string::npos) << r.out;
 
   // The home is an empty mount point of the user's; the vault and its config are theirs too.

@@ -355,6 +355,11 @@ TEST_F(MountEnospcTest, ALongSymlinkOnAFullDiskLeavesNothingBehind) {
     // The side file fit in what was left: then the link is whole.
     EXPECT_EQ(std::filesystem::read_symlink(path("link")).string(), target);
     ASSERT_TRUE(test::Ok(::unlink(path("link").c_str())));
+    // The daemon keeps a removed link's target while the kernel still knows the link, and the
+    // kernel's FORGET comes in the background, after the unlink returns.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (side_files() != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     EXPECT_EQ(side_files(), 0u) << "removing the link left its target's side file";
   }
   ASSERT_TRUE(test::Ok(::unlink(path("filler").c_str())));

@@ -377,6 +377,7 @@ struct FileContents::SealProgress {
   bool header_flagged = false;
   crypt::SecureBytes last_plain{kPageSize};  // the data's last page, to bind and to unbind
   size_t last_len = 0;
+  const ByteProgress* progress = nullptr;  // told of the data as it is hashed
 };
 
 // What a seal writes besides the data: tree blocks, the record and pin blocks sealed back to
@@ -389,7 +390,7 @@ struct FileContents::SealUnits {
   verity::Record record;
 };
 
-Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
+Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt, const ByteProgress& progress) {
   if (salt.size() > verity::kMaxSaltSize)
     return Status(Code::kInvalidArgument, label_ + ": verity salt over 32 bytes");
   MutexLock wb(writeback_mu_);
@@ -399,6 +400,7 @@ Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt) {
     frozen_ = true;  // from here on writes and truncates fail; the ones before are written back
   }
   SealProgress seal;
+  if (progress) seal.progress = &progress;
   auto attempt = [&]() -> Result<verity::Digest> {
     writeback_mu_.AssertHeld();  // `wb`, above
     SIGILFS_RETURN_IF_ERROR(WriteBackLocked());
@@ -473,6 +475,8 @@ Status FileContents::HashDataPages(SealProgress& seal, const verity::BlockHasher
       seal.last_len = static_cast<size_t>(seal.data_size - (pages - 1) * kPageSize);
       std::memcpy(seal.last_plain.data(), dest[n - 1], seal.last_len);
     }
+    if (hashed.ok() && seal.progress != nullptr)
+      (*seal.progress)(std::min<uint64_t>(n * kPageSize, seal.data_size - first * kPageSize));
   }
   crypt::SecureWipe(chunk);
   return hashed;
@@ -625,7 +629,7 @@ Status FileContents::UndoSeal(const SealProgress& seal, const Status& failure) {
   return failure.WithContext("sealing");
 }
 
-Status FileContents::VerifyAll() {
+Status FileContents::VerifyAll(const ByteProgress& progress) {
   const Sealed* sealed = sealed_.load(std::memory_order_acquire);
   if (sealed == nullptr) return NotSealed(label_);
   std::shared_ptr<const Key> key;
@@ -648,6 +652,9 @@ Status FileContents::VerifyAll() {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kSealChunkPages, pages - first));
     size_t good = 0;
     s = LoadPages(key.get(), first, n, sealed->layout.data_size, std::span(dest).first(n), good);
+    const uint64_t bytes =
+        std::min<uint64_t>(n * kPageSize, sealed->layout.data_size - first * kPageSize);
+    if (s.ok() && !sealed->pinned() && progress) progress(bytes);
     if (!s.ok() || !sealed->pinned()) continue;
     Status later;
     auto level0 = Level0Blocks(*sealed, *key, first, n, later);
@@ -660,6 +667,7 @@ Status FileContents::VerifyAll() {
     for (size_t i = 0; i < n && s.ok(); ++i)
       if (!results[i].ok())
         s = results[i].WithContext(label_ + ": page " + std::to_string(first + i));
+    if (s.ok() && progress) progress(bytes);
   }
   crypt::SecureWipe(chunk);
   return s;

@@ -1,11 +1,15 @@
 // `sigilfs fsck`: reads a whole unmounted vault and reports everything that does not decrypt.
 #include <fmt/core.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
 
 #include "commands.h"
+#include "progress.h"
 #include "sigilfs/core/check.h"
+#include "sigilfs/core/names.h"
 #include "sigilfs/core/tree.h"
 
 namespace sigilfs::cli {
@@ -38,7 +42,25 @@ int RunFsck(const FsckOptions& o) {
   }
   core::CheckSummary summary;
   if (auto tree = core::Tree::Open(**volume); tree.ok()) {
-    summary = core::CheckTree(**tree, PrintProblem);
+    Totals totals;
+    if (auto root = (*tree)->Root(); root.ok() && !o.quiet && ::isatty(STDERR_FILENO) == 1) {
+      totals = MeasureStore(
+          (*root)->backing(),
+          [&volume](core::BackingDir& dir, const std::string& stored, const struct stat& st) {
+            auto size = (*volume)->PlainSize(dir, stored, st);
+            return size.ok() ? *size : 0;
+          },
+          [](const std::string& stored) { return core::NameCodec::IsReserved(stored); });
+    }
+    ProgressLine line("fsck", totals.bytes, 0, o.quiet);
+    summary = core::CheckTree(
+        **tree,
+        [&line](const std::string& path, const Status& s) {
+          line.Clear();
+          PrintProblem(path, s);
+        },
+        16, line.Bytes());
+    line.Clear();
   } else {  // the root's IV: nothing in the vault can be named
     PrintProblem(".", tree.status());
     summary.directories = summary.problems = 1;
@@ -59,7 +81,9 @@ void RegisterFsckCommand(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "fsck", "Check an unmounted vault: every name, file page, verity tree and symlink target");
   cmd->add_option("CIPHERDIR", o->dir, "The vault's cipher directory")->required();
-  cmd->add_flag("-q,--quiet", o->quiet, "Print only the problems, not the summary line");
+  cmd->add_flag("-q,--quiet", o->quiet,
+                "Print only the problems: no summary line, no progress line (shown only on a "
+                "terminal)");
   AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
   cmd->footer(
       "Reads everything, changes nothing. Prints one line per problem, then a summary. A vault\n"

@@ -38,6 +38,7 @@ struct HomeOptions {
   std::string user;
   std::string vault;  // empty: the default template
   bool migrate = false;
+  bool quiet = false;  // no progress line
   std::string cipher = "aes-256-gcm";
   KdfOptions kdf;
   fuse::PassphraseSource pass;
@@ -219,38 +220,6 @@ class MovedVault {
   std::string vault_;
 };
 
-// One progress line: rewritten in place on a terminal, at most one line every two seconds
-// otherwise (logs of a scripted migration stay short).
-class Progress {
- public:
-  explicit Progress(uint64_t total_bytes)
-      : total_(total_bytes), tty_(::isatty(STDOUT_FILENO) == 1), last_(Clock::now()) {}
-
-  void Add(uint64_t bytes) {
-    ++entries_;
-    bytes_ += bytes;
-    const auto now = Clock::now();
-    if (now - last_ < (tty_ ? std::chrono::milliseconds(200) : std::chrono::seconds(2))) return;
-    last_ = now;
-    Print(false);
-  }
-  void Done() { Print(true); }
-
- private:
-  void Print(bool last) {
-    const std::string line = fmt::format("copying into the vault: {} of {} ({} entries)",
-                                         MiB(bytes_), MiB(total_), entries_);
-    fmt::print("{}{}{}", tty_ ? "\r" : "", line, tty_ && !last ? "" : "\n");
-    std::fflush(stdout);
-  }
-
-  const uint64_t total_;
-  const bool tty_;
-  Clock::time_point last_;
-  uint64_t entries_ = 0;
-  uint64_t bytes_ = 0;
-};
-
 Result<std::unique_ptr<core::Volume>> Unlock(const std::string& vault, ByteSpan pass) {
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Vault> v, core::Vault::Unlock(vault, pass));
   return core::Volume::Open(std::move(v), core::VolumeOptions{});
@@ -259,14 +228,13 @@ Result<std::unique_ptr<core::Volume>> Unlock(const std::string& vault, ByteSpan 
 // Copies the home into the vault (still under its temporary name), then checks the copy by
 // reading it back through a freshly unlocked vault; `verified` gets what was compared.
 Status Migrate(const home::Account& a, const std::string& vault, ByteSpan pass,
-               const home::TreeSize& tree, home::VerifiedTree& verified) {
+               const home::TreeSize& tree, bool quiet, home::VerifiedTree& verified) {
   {
     SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Volume> volume, Unlock(vault, pass));
-    Progress progress(tree.file_bytes);
-    SIGILFS_RETURN_IF_ERROR(
-        ImportContents(*volume, a.home, /*owner=*/true,
-                       [&progress](const std::string&, uint64_t bytes) { progress.Add(bytes); }));
-    progress.Done();
+    ProgressLine line("copying into the vault", tree.file_bytes, tree.entries, quiet);
+    SIGILFS_RETURN_IF_ERROR(ImportContents(*volume, a.home, /*owner=*/true, line));
+    line.Clear();
+    fmt::print("copied into the vault: {} in {} entries\n", MiB(tree.file_bytes), tree.entries);
   }
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Volume> volume, Unlock(vault, pass));
   SIGILFS_ASSIGN_OR_RETURN(uint64_t entries, home::CompareWithVault(*volume, a.home, &verified));
@@ -372,7 +340,7 @@ int RunSetup(const HomeOptions& o) {
   home::VerifiedTree verified;
   std::unique_ptr<core::BackingDir> home_dir;
   if (o.migrate) {
-    if (Status s = Migrate(a, *temp, pass->span(), tree, verified); !s.ok()) {
+    if (Status s = Migrate(a, *temp, pass->span(), tree, o.quiet, verified); !s.ok()) {
       Fail(s);
       std::fprintf(stderr, "sigilfs: %s was not changed\n", a.home.c_str());
       return 1;
@@ -486,7 +454,10 @@ int RunUndo(const HomeOptions& o) {
   auto volume = Unlock(*temp, pass->span());
   if (!volume.ok()) return Fail(volume.status());
   uint64_t problems = 0;
-  Status s = ExportAll(**volume, a.home, /*owner=*/true, problems);
+  // The cipher sizes: a little more than the plaintext, enough for a time left.
+  ProgressLine line("exporting from the vault", tree->file_bytes, tree->entries, o.quiet);
+  Status s = ExportAll(**volume, a.home, /*owner=*/true, problems, line);
+  line.Clear();
   if (s.ok() && problems > 0)
     s = Status(Code::kCorrupt, fmt::format("{} damaged entr{} left out", problems,
                                            problems == 1 ? "y was" : "ies were"));
@@ -532,6 +503,7 @@ void RegisterHomeCommands(CLI::App& app, Action& action) {
         "Copy the home's contents into the vault, verify them, then remove the originals");
     cmd->add_option("--cipher", o->cipher, "Page cipher: aes-256-gcm or xchacha20-poly1305")
         ->capture_default_str();
+    cmd->add_flag("-q,--quiet", o->quiet, "No progress line (shown only on a terminal)");
     AddKdfOptions(*cmd, o->kdf, "moderate");
     AddPassphraseOptions(*cmd, o->pass, "", "login password");
     cmd->footer(
@@ -547,6 +519,7 @@ void RegisterHomeCommands(CLI::App& app, Action& action) {
         "undo", "Export USER's vault back into their (empty) home, verify it, remove the vault");
     cmd->add_option("USER", o->user, "The account")->required();
     cmd->add_option("--vault", o->vault, "The vault's directory (default: /home/.sigilfs/USER)");
+    cmd->add_flag("-q,--quiet", o->quiet, "No progress line (shown only on a terminal)");
     AddPassphraseOptions(*cmd, o->pass, "", "vault passphrase");
     cmd->callback([&action, o] { action = [o] { return RunUndo(*o); }; });
   }

@@ -41,6 +41,91 @@ struct MountArgs {
   fuse::PassphraseSource pass;
 };
 
+// "a, b and 3 more": the first entries of directory `dir`, for a message; empty if it has none
+// (or cannot be listed: then the mount itself will say why).
+std::string EntriesOf(const std::string& dir) {
+  std::vector<std::string> names;
+  size_t count = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (++count <= 3) names.push_back(it->path().filename().string());
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() && count == names.size() ? " and " : ", ";
+    out += "'" + names[i] + "'";
+  }
+  if (count > names.size()) out += " and " + std::to_string(count - names.size()) + " more";
+  return out;
+}
+
+// Options passed on to libfuse and the kernel: the kernel's mount flags, FUSE's mount and session
+// options, and what an /etc/fstab line may carry that mount.fuse3 leaves in. Anything else is
+// refused before the passphrase is asked for, in one line, instead of by libfuse after it.
+bool IsFuseOption(const std::string& opt) {
+  static constexpr std::string_view kFlags[] = {"rw",
+                                                "ro",
+                                                "suid",
+                                                "nosuid",
+                                                "dev",
+                                                "nodev",
+                                                "exec",
+                                                "noexec",
+                                                "async",
+                                                "sync",
+                                                "dirsync",
+                                                "atime",
+                                                "noatime",
+                                                "diratime",
+                                                "nodiratime",
+                                                "relatime",
+                                                "norelatime",
+                                                "strictatime",
+                                                "nostrictatime",
+                                                "lazytime",
+                                                "nolazytime",
+                                                "allow_other",
+                                                "allow_root",
+                                                "auto_unmount",
+                                                "default_permissions",
+                                                "blkdev",
+                                                "debug",
+                                                "sync_read",
+                                                "async_read",
+                                                "writeback_cache",
+                                                "no_writeback_cache",
+                                                "defaults",
+                                                "auto",
+                                                "noauto",
+                                                "nofail",
+                                                "user",
+                                                "users",
+                                                "owner",
+                                                "group",
+                                                "_netdev"};
+  static constexpr std::string_view kKeys[] = {"fsname=",
+                                               "subtype=",
+                                               "max_read=",
+                                               "blksize=",
+                                               "max_write=",
+                                               "max_readahead=",
+                                               "max_background=",
+                                               "congestion_threshold=",
+                                               "time_gran=",
+                                               "context=",
+                                               "fscontext=",
+                                               "defcontext=",
+                                               "rootcontext=",
+                                               "comment=",
+                                               "x-"};
+  for (std::string_view flag : kFlags)
+    if (opt == flag) return true;
+  for (std::string_view key : kKeys)
+    if (opt.starts_with(key)) return true;
+  return false;
+}
+
 // A count: decimal digits only.
 Result<size_t> ParseCount(const std::string& text, const char* what) {
   // At most 12 digits, so stoull cannot overflow or throw.
@@ -131,6 +216,7 @@ int RunMount(MountArgs a) {
   if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   d.foreground = a.foreground;
   bool remount = false;
+  bool nonempty = false;          // mount over a directory that holds entries
   std::optional<bool> read_only;  // the last ro or rw given
   std::optional<bool> acl;        // the last acl or noacl given
   AtimeOptions atime;             // the access-time options given
@@ -160,11 +246,20 @@ int RunMount(MountArgs a) {
         a.handle_cache = value;
       else if (key == "readahead")
         a.readahead = value;
+      else if (opt == "nonempty")
+        nonempty = true;
       else if (opt == "xattr" || opt.empty())
         continue;
-      else {
+      else if (IsFuseOption(opt)) {
         atime.Take(opt);  // for a remount; a mount passes them on to the kernel
         d.fuse_options.push_back(opt);
+      } else {
+        std::fprintf(stderr,
+                     "sigilfs: unknown mount option '%s' (sigilfs's own: ro, rw, noxattr, acl, "
+                     "noacl, nonempty, passfile=, stats_file=, idle=, handle_cache=, readahead=; "
+                     "and FUSE's, as in mount.fuse3(8))\n",
+                     opt.c_str());
+        return 2;
       }
     }
   }
@@ -229,6 +324,15 @@ int RunMount(MountArgs a) {
   // serving process ends. A second mount, stacked or elsewhere, stops here.
   auto lock = LockVault(a.dir, VaultAccess::kWrite);
   if (!lock.ok()) return Fail(lock.status());
+  // FUSE 3 mounts over anything; what was there would vanish from sight until the unmount, which
+  // looks like lost files. Refused unless asked, as FUSE 2 did.
+  if (!nonempty) {
+    if (std::string held = EntriesOf(a.mountpoint); !held.empty())
+      return Fail(Status(Code::kInvalidArgument,
+                         "the mount point " + a.mountpoint + " is not empty (" + held +
+                             "): the mount would hide that; -o nonempty mounts anyway",
+                         ENOTEMPTY));
+  }
   // The mount's source names the vault by its canonical path, by which a refused mount or
   // command finds where it is mounted.
   std::string dir = std::filesystem::canonical(a.dir, ec).string();
@@ -311,7 +415,9 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
         "-o", a->options,
         "Mount options: ro, noxattr (no extended attributes: faster small writes), noacl (no POSIX "
         "ACLs: extended attributes only), acl (the kernel checks permissions against ACLs, as it "
-        "does with default_permissions or allow_other), allow_other, "
+        "does with default_permissions or allow_other), nonempty (mount over a directory that "
+        "holds "
+        "entries, hiding them), allow_other, "
         "default_permissions, and other FUSE options; remount,ro or remount,rw on a mounted "
         "vault (root) switches it as `mount -o remount,ro` does");
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");

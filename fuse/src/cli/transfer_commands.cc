@@ -1,6 +1,7 @@
 // `sigilfs export` and `sigilfs import`: plaintext files and trees out of and into an unmounted
 // vault, without FUSE (backups, restores, moving data between vaults), over core's transfer.
 #include <fmt/core.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "progress.h"
+#include "sigilfs/core/names.h"
 #include "sigilfs/core/transfer.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/crypt/secure_bytes.h"
@@ -32,8 +35,28 @@ struct TransferOptions {
   bool force = false;
   bool no_owner = false;
   bool no_acl = false;
+  bool quiet = false;
   fuse::PassphraseSource pass;
 };
+
+// The totals of the vault tree `dir` (the whole of it when `name` is empty, else its entry
+// `name`), for a progress line: plaintext sizes from the cipher sizes, no name decrypted.
+Totals VaultTotals(core::Volume& volume, core::Tree& tree, const core::Tree::Dir& dir,
+                   const std::string& name) {
+  const auto plain_size = [&volume](core::BackingDir& d, const std::string& stored,
+                                    const struct stat& st) {
+    auto size = volume.PlainSize(d, stored, st);
+    return size.ok() ? *size : 0;
+  };
+  const auto own = [](const std::string& stored) { return core::NameCodec::IsReserved(stored); };
+  if (name.empty()) return MeasureStore(dir.backing(), plain_size, own);
+  auto st = tree.Stat(dir, name);
+  if (!st.ok()) return {};
+  if (!S_ISDIR(st->st_mode))
+    return {S_ISREG(st->st_mode) ? static_cast<uint64_t>(st->st_size) : 0, 1};
+  auto sub = tree.OpenDir(dir, name);
+  return sub.ok() ? MeasureStore((*sub)->backing(), plain_size, own) : Totals{};
+}
 
 // Ownership is kept when run as root, unless --no-owner.
 bool Owner(const TransferOptions& o) { return ::geteuid() == 0 && !o.no_owner; }
@@ -187,10 +210,23 @@ int RunExport(const TransferOptions& o) {
         !st.ok() && st.status().code() == Code::kNotFound)
       return Fail(st.status().WithContext(path));
   }
-  core::ExportOptions options{
-      .replace = o.force, .owner = Owner(o), .acls = !o.no_acl, .problem = PrintProblem};
+  const Totals totals = !o.quiet && ::isatty(STDERR_FILENO) == 1
+                            ? VaultTotals(**volume, **tree, **dir, name)
+                            : Totals{};
+  ProgressLine line("export", totals.bytes, totals.files, o.quiet);
+  core::ExportOptions options{.replace = o.force,
+                              .owner = Owner(o),
+                              .acls = !o.no_acl,
+                              .problem =
+                                  [&line](const std::string& at, const Status& s) {
+                                    line.Clear();
+                                    PrintProblem(at, s);
+                                  },
+                              .progress = [&line](const std::string&, uint64_t) { line.AddFile(); },
+                              .copied = line.Bytes()};
   auto problems = core::ExportEntry(**tree, **dir, name, *dst_parent, dst_name, dest, options);
   if (!problems.ok()) return Fail(WithHint(problems.status()));
+  line.Done();
   return *problems == 0 ? 0 : 1;
 }
 
@@ -223,6 +259,23 @@ int RunImport(const TransferOptions& o) {
   options.replace = o.force;
   options.owner = Owner(o);
   options.acls = !o.no_acl;
+  Totals totals;
+  if (!o.quiet && ::isatty(STDERR_FILENO) == 1) {
+    const auto size = [](core::BackingDir&, const std::string&, const struct stat& st) {
+      return static_cast<uint64_t>(st.st_size);
+    };
+    if (contents) {
+      totals = MeasureStore(**src, size);
+    } else if (fs::is_directory(status)) {
+      if (auto top = (*src)->OpenDir(name); top.ok()) totals = MeasureStore(**top, size);
+    } else {
+      totals = {fs::is_regular_file(status) ? static_cast<uint64_t>(fs::file_size(source, ec)) : 0,
+                1};
+    }
+  }
+  ProgressLine line("import", totals.bytes, totals.files, o.quiet);
+  options.progress = [&line](const std::string&, uint64_t) { line.AddFile(); };
+  options.copied = line.Bytes();
 
   // The target: PATH itself, or SOURCE's name inside PATH when PATH is a directory.
   std::unique_ptr<core::Tree::Dir> into;  // the directory imported into, if any
@@ -257,23 +310,29 @@ int RunImport(const TransferOptions& o) {
     s = core::ImportEntry(**tree, **src, contents ? "" : name, source, *parent_dir, target_name,
                           options);
   }
-  return s.ok() ? 0 : Fail(WithHint(s));
+  if (!s.ok()) return Fail(WithHint(s));
+  line.Done();
+  return 0;
 }
 
 }  // namespace
 
 Status ImportContents(core::Volume& volume, const std::string& source, bool owner,
-                      const TransferProgress& progress) {
+                      ProgressLine& line) {
   if (Contains(source, volume.vault().dir()))
     return Status(Code::kInvalidArgument, source + " contains the vault's cipher directory");
   SIGILFS_ASSIGN_OR_RETURN(auto src, core::OpenPosixBackingDir(source));
   SIGILFS_ASSIGN_OR_RETURN(auto tree, OpenTree(volume));
   SIGILFS_ASSIGN_OR_RETURN(auto root, tree->Root());
-  const core::ImportOptions options{.owner = owner, .progress = progress};
+  core::ImportOptions options;
+  options.owner = owner;
+  options.progress = [&line](const std::string&, uint64_t) { line.AddFile(); };
+  options.copied = line.Bytes();
   return core::ImportInto(*tree, *src, source, *root, options);
 }
 
-Status ExportAll(core::Volume& volume, const std::string& dest, bool owner, uint64_t& problems) {
+Status ExportAll(core::Volume& volume, const std::string& dest, bool owner, uint64_t& problems,
+                 ProgressLine& line) {
   const fs::path abs = fs::absolute(dest).lexically_normal();
   const std::string name = abs.filename().string(), parent = abs.parent_path().string();
   if (name.empty() || name == "." || name == "..")
@@ -283,7 +342,15 @@ Status ExportAll(core::Volume& volume, const std::string& dest, bool owner, uint
   SIGILFS_ASSIGN_OR_RETURN(auto dst_parent, core::OpenPosixBackingDir(parent));
   SIGILFS_ASSIGN_OR_RETURN(auto tree, OpenTree(volume));
   SIGILFS_ASSIGN_OR_RETURN(auto root, tree->Root());
-  const core::ExportOptions options{.replace = true, .owner = owner, .problem = PrintProblem};
+  core::ExportOptions options;
+  options.replace = true;
+  options.owner = owner;
+  options.problem = [&line](const std::string& at, const Status& s) {
+    line.Clear();
+    PrintProblem(at, s);
+  };
+  options.progress = [&line](const std::string&, uint64_t) { line.AddFile(); };
+  options.copied = line.Bytes();
   auto counted = core::ExportEntry(*tree, *root, "", *dst_parent, name, abs.string(), options);
   problems = counted.ok() ? *counted : 0;
   return counted.status();
@@ -304,6 +371,7 @@ void RegisterTransferCommands(CLI::App& app, Action& action) {
                   "Replace an existing DEST (a directory is merged into, files in it replaced)");
     cmd->add_flag("--no-owner", o->no_owner, "Do not restore ownership (only root restores it)");
     cmd->add_flag("--no-acl", o->no_acl, "Do not restore POSIX ACLs");
+    cmd->add_flag("-q,--quiet", o->quiet, "No progress line (shown only on a terminal)");
     AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
     cmd->footer(
         "Recreates directories, files, symlinks, FIFOs and device nodes, hard links, permissions,\n"
@@ -328,6 +396,7 @@ void RegisterTransferCommands(CLI::App& app, Action& action) {
                   "Replace existing entries (a file atomically; directories are merged into)");
     cmd->add_flag("--no-owner", o->no_owner, "Do not copy ownership (only root copies it)");
     cmd->add_flag("--no-acl", o->no_acl, "Do not copy POSIX ACLs");
+    cmd->add_flag("-q,--quiet", o->quiet, "No progress line (shown only on a terminal)");
     AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
     cmd->footer(
         "Keeps directories, files, symlinks, FIFOs and device nodes, hard links, permissions,\n"

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "progress.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/encoding.h"
@@ -17,6 +18,7 @@ struct VerityOptions {
   std::string dir;
   std::string path;  // plaintext path inside the vault
   std::string salt;  // hex, `enable` only
+  bool quiet = false;
   fuse::PassphraseSource pass;
 };
 
@@ -67,7 +69,9 @@ int RunEnable(const VerityOptions& o) {
   auto file = OpenVaultFile(**volume, o.path, /*write=*/true);
   if (!file.ok()) return Fail(file.status());
   if ((*file)->sealed()) return Fail(Status(Code::kExists, o.path + " is already sealed", EEXIST));
-  auto digest = (*file)->EnableVerity(*salt);
+  ProgressLine line("sealing " + o.path, (*file)->size(), 0, o.quiet);
+  auto digest = (*file)->EnableVerity(*salt, line.Bytes());
+  line.Clear();
   if (!digest.ok()) return Fail(digest.status());
   fmt::print("sha256:{} {}\n", crypt::HexEncode(*digest), o.path);
   return 0;
@@ -87,7 +91,10 @@ int RunMeasureOrVerify(const VerityOptions& o, bool verify) {
     fmt::print("{} {}\n", *digest, o.path);
     return 0;
   }
-  if (Status s = (*file)->VerifyAll(); !s.ok()) return Fail(s);
+  ProgressLine line("verifying " + o.path, (*file)->size(), 0, o.quiet);
+  Status s = (*file)->VerifyAll(line.Bytes());
+  line.Clear();
+  if (!s.ok()) return Fail(s);
   fmt::print("{}: OK {}\n", o.path, *digest);
   return 0;
 }
@@ -120,6 +127,8 @@ void RegisterVerityCommands(CLI::App& app, Action& action) {
         ->required();
     if (spec.run == RunEnable)
       cmd->add_option("--salt", o->salt, "Salt for the Merkle tree, in hex (at most 32 bytes)");
+    if (spec.run != RunMeasure)
+      cmd->add_flag("-q,--quiet", o->quiet, "No progress line (shown only on a terminal)");
     AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
     cmd->callback([&action, o, run = spec.run] { action = [o, run] { return run(*o); }; });
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "sigilfs/core/progress.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/status.h"
 
@@ -24,8 +25,9 @@ struct CheckSummary {
 // differs between its two copies, a stored name that does not open, a damaged file page
 // (every one up to `max_pages_listed` per file, then their count), a sealed file's tree block
 // or a flagless seal, a symlink target that does not open. Reads everything, writes nothing.
+// `progress` hears of the file data as it is read.
 CheckSummary CheckTree(Tree& tree,
                        const std::function<void(const std::string& path, const Status&)>& problem,
-                       uint64_t max_pages_listed = 16);
+                       uint64_t max_pages_listed = 16, const ByteProgress& progress = {});
 
 }  // namespace sigilfs::core

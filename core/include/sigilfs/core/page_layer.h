@@ -20,6 +20,7 @@
 
 #include "sigilfs/core/backing_file.h"
 #include "sigilfs/core/format.h"
+#include "sigilfs/core/progress.h"
 #include "sigilfs/core/source.h"
 #include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/aead.h"
@@ -172,7 +173,8 @@ class FileContents {
   // (kPermissionDenied, errno EPERM) and checks every page it reads against the tree (a
   // mismatch is kAuthFailed). Returns the file digest, as `fsverity measure` prints it.
   // kExists if already sealed.
-  Result<verity::Digest> EnableVerity(ByteSpan salt);
+  // `progress` hears of the data as it is hashed.
+  Result<verity::Digest> EnableVerity(ByteSpan salt, const ByteProgress& progress = {});
   bool sealed() const;
   // Sealed, though its header's flags say otherwise: a seal stopped after its commit point, or
   // flags cleared by someone else. It reads (and refuses changes) as sealed; fsck reports it.
@@ -181,8 +183,9 @@ class FileContents {
   // errno ENODATA when the file is not sealed.
   Result<verity::Descriptor> VerityDescriptor() const;
   // Reads and checks every tree block and every data page of a sealed file (for fsck and
-  // `sigilfs verity verify`); the first failure, naming the block or page.
-  Status VerifyAll();
+  // `sigilfs verity verify`); the first failure, naming the block or page. `progress` hears of
+  // the data as it is checked.
+  Status VerifyAll(const ByteProgress& progress = {});
 
   const PageCounters& counters() const { return counters_; }
   const std::string& label() const { return label_; }

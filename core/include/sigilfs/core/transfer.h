@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "sigilfs/core/backing_dir.h"
+#include "sigilfs/core/progress.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/status.h"
 
@@ -24,6 +25,7 @@ struct ImportOptions {
   bool acls = true;
   // Called after each non-directory entry: its vault path and, for a regular file, its size.
   std::function<void(const std::string& path, uint64_t bytes)> progress;
+  ByteProgress copied;  // told of file data as it is copied, a step at a time
 };
 
 // Plain entry `name` of directory `from` (an empty name: `from` itself) into directory `to` of
@@ -47,6 +49,10 @@ struct ExportOptions {
   // the destination refuses (a file system without ACLs) is reported here too; the entry is
   // exported without it.
   std::function<void(const std::string& path, const Status&)> problem;
+  // Called after each non-directory entry exported: its vault path and, for a regular file, its
+  // size.
+  std::function<void(const std::string& path, uint64_t bytes)> progress;
+  ByteProgress copied;  // told of file data as it is copied, a step at a time
 };
 
 // Vault entry `name` of `from` (an empty name: `from` itself) to `to_name` in plain directory
