@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   libfsverity-dev fsverity attr acl rsync e2fsprogs procps
   libpam0g-dev pamtester passwd
+  dpkg-dev file
   clang clang-format clang-tidy llvm
 )
 

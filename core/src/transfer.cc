@@ -132,7 +132,7 @@ class Exporter {
     } else if (S_ISLNK(st.st_mode)) {
       SIGILFS_ASSIGN_OR_RETURN(exported, Symlink(path, src, name, st, dst, to_name, dest));
     } else {
-      SIGILFS_RETURN_IF_ERROR(Node(st, dst, to_name, dest));
+      SIGILFS_RETURN_IF_ERROR(Node(path, src, name, st, dst, to_name, dest));
       exported = true;
     }
     if (st.st_nlink > 1) {
@@ -268,11 +268,15 @@ class Exporter {
   }
 
   // FIFOs, sockets and device nodes: nothing in them is encrypted but their names.
-  Status Node(const struct stat& st, BackingDir& dst, std::string_view to_name,
+  Status Node(const std::string& path, const Tree::Dir& src, const EntryName& name,
+              const struct stat& st, BackingDir& dst, std::string_view to_name,
               const std::string& dest) {
     PlainTemp tmp(dst);
     SIGILFS_RETURN_IF_ERROR(
         About(dest, dst.MakeNode(tmp.name(), (st.st_mode & S_IFMT) | 0600, st.st_rdev)));
+    // The vault keeps no attributes on these (the mount refuses ACLs on them): this removes
+    // what the new node inherited from a default ACL at the destination.
+    SIGILFS_RETURN_IF_ERROR(Xattrs(path, src, name, dst, tmp.name(), dest));
     SIGILFS_RETURN_IF_ERROR(About(dest, SetPlainMetadata(dst, tmp.name(), st, options_.owner)));
     return tmp.Place(to_name, options_.replace, dest);
   }
@@ -307,12 +311,11 @@ class Exporter {
     auto list = tree_.ListXattrs(src, name, [&](const std::string& stored, const Status& s) {
       Problem(path, s.WithContext("extended attribute " + stored));
     });
-    if (!list.ok()) {
-      Problem(path, list.status());
-      return Status::Ok();
-    }
+    if (!list.ok()) Problem(path, list.status());  // none copied; inherited ACLs still removed
+    // The ACLs written: any other the entry has (inherited, or kept by a directory merged into)
+    // is removed below, also after a failed write, so that no ACL grants more than the vault's.
     bool has_access = false, has_default = false;
-    for (const std::string& attr : *list) {
+    for (const std::string& attr : list.ok() ? *list : std::vector<std::string>{}) {
       const bool is_acl = acl::IsAclName(attr);
       if (is_acl && !options_.acls) continue;
       if (!is_acl && !attr.starts_with(kUserNamespace)) {
@@ -328,14 +331,15 @@ class Exporter {
       crypt::SecureWipe(*value);
       if (is_acl) {
         // The entry is still exported, without it; the export fails as for damage.
-        if (!s.ok()) {
+        if (s.ok()) {
+          (attr == acl::kAccessName ? has_access : has_default) = true;
+        } else {
           const char* which = attr == acl::kAccessName ? "access ACL" : "default ACL";
           Problem(path, Status(s.code(),
                                std::string(which) + " not written to " + dest + ": " +
                                    std::strerror(s.sys_errno()),
                                s.sys_errno()));
         }
-        (attr == acl::kAccessName ? has_access : has_default) = true;
         continue;
       }
       SIGILFS_RETURN_IF_ERROR(About(dest, s));
@@ -446,9 +450,10 @@ class Importer {
     SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> list, PlainXattrs(src, "", options_.acls));
     bool has_access = false, has_default = false;
     for (PlainXattr& x : list) {
-      has_access |= x.name == acl::kAccessName;
-      has_default |= x.name == acl::kDefaultName;
-      Status s = Stored(x) ? tree_.SetXattr(out, "", x.name, x.value) : Status::Ok();
+      const bool stored = Stored(x);
+      has_access |= stored && x.name == acl::kAccessName;
+      has_default |= stored && x.name == acl::kDefaultName;
+      Status s = stored ? tree_.SetXattr(out, "", x.name, x.value) : Status::Ok();
       crypt::SecureWipe(x.value);
       SIGILFS_RETURN_IF_ERROR(About(out.path(), s.WithContext("extended attribute " + x.name)));
     }

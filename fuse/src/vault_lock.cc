@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "sigilfs/fuse/mountinfo.h"
 
@@ -95,37 +98,58 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
   return lock;
 }
 
+namespace {
+
+// The state letter and start time of process `pid`, from /proc/PID/stat: "pid (comm) S ppid ...",
+// where comm may hold spaces and parentheses, and the start time is field 22.
+std::optional<std::pair<char, uint64_t>> StatOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  char state = 0;
+  std::string skip;
+  uint64_t start = 0;
+  fields >> state;
+  for (int field = 4; field < 22; ++field) fields >> skip;  // ppid ... priority, nice, ...
+  if (!(fields >> start)) return std::nullopt;
+  return std::pair{state, start};
+}
+
+}  // namespace
+
+bool VaultLock::Process::Ended() const {
+  const auto stat = StatOf(pid);
+  return !stat || stat->second != start || stat->first == 'Z' || stat->first == 'X';
+}
+
 Status VaultLock::RecordHolder() const {
   if (!held()) return Status::Ok();
-  const std::string text = std::to_string(::getpid()) + "\n";
+  const auto self = StatOf(::getpid());
+  if (!self) return Status(Code::kIoError, "cannot read this process's start time", EIO);
+  const std::string text = std::to_string(::getpid()) + " " + std::to_string(self->second) + "\n";
   if (::ftruncate(fd_.get(), 0) != 0 ||
       ::pwrite(fd_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
     return Status::FromErrno(errno, "record the daemon in the vault lock");
   return Status::Ok();
 }
 
-std::optional<pid_t> VaultLock::HolderOf(const std::string& dir) {
+std::optional<VaultLock::Process> VaultLock::HolderOf(const std::string& dir) {
   const std::string path = dir + "/" + kLockFileName;
   core::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  struct stat lock_file;
-  if (fd.get() < 0 || ::fstat(fd.get(), &lock_file) != 0) return std::nullopt;
-  char text[32] = {};
+  if (fd.get() < 0) return std::nullopt;
+  char text[64] = {};
   const ssize_t n = ::pread(fd.get(), text, sizeof(text) - 1, 0);
   if (n <= 0) return std::nullopt;
-  char* end = nullptr;
-  const long pid = std::strtol(text, &end, 10);
-  if (pid <= 0 || end == text || *end != '\n') return std::nullopt;
-  // Only a process that has the lock file open is its holder.
-  std::error_code ec;
-  const std::filesystem::path fds = "/proc/" + std::to_string(pid) + "/fd";
-  for (auto it = std::filesystem::directory_iterator(fds, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    struct stat st;
-    if (::stat(it->path().c_str(), &st) == 0 && st.st_dev == lock_file.st_dev &&
-        st.st_ino == lock_file.st_ino)
-      return static_cast<pid_t>(pid);
-  }
-  return std::nullopt;
+  std::istringstream in(std::string(text, static_cast<size_t>(n)));
+  long long pid = 0;
+  Process p;
+  if (!(in >> pid >> p.start) || pid <= 0 || pid > INT32_MAX) return std::nullopt;
+  p.pid = static_cast<pid_t>(pid);
+  if (p.Ended()) return std::nullopt;
+  return p;
 }
 
 std::vector<std::string> MountPointsOfVault(const std::string& dir) {

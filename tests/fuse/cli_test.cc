@@ -82,6 +82,10 @@ TEST_F(CliTest, BadInputIsNamedPlainly) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.rfind("sigilfs: unknown mount option 'frob=1' (sigilfs's own: ", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // The source and type in the mount table are sigilfs's to set.
+  r = Sigilfs({"mount", Vault(), dir.string(), "-o", "fsname=other", "--passfile", pass});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'fsname=other' is sigilfs's own to set"), std::string::npos) << r.err;
 }
 
 // A mount point that holds entries would have them vanish until the unmount: refused, naming

@@ -231,7 +231,10 @@ TEST(MountDaemonTest, RemountReadOnlyAndBack) {
   std::ofstream(vault.path("f")) << "before";
   const std::string source = vault.cipher();
   auto remount = [&](const std::string& how) {
-    return test::RunProcess({SIGILFS_BINARY, source, vault.plain(), "-o", "rw,remount," + how});
+    // mount(8) hands the helper the mount's current options too, user_id= and group_id= among
+    // them.
+    return test::RunProcess(
+        {SIGILFS_BINARY, source, vault.plain(), "-o", "rw,remount,user_id=0,group_id=0," + how});
   };
   auto read_only = [&] {
     struct statvfs sv;

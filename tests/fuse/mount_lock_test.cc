@@ -180,12 +180,14 @@ TEST(MountLockTest, UnmountReturnsOnceTheDaemonHasEnded) {
   SIGILFS_NEEDS_FUSE();
   test::MountedVault v;
   for (int i = 0; i < 20; ++i) std::ofstream(v.path("f" + std::to_string(i))) << "contents";
-  ASSERT_EQ(fuse::VaultLock::HolderOf(v.cipher()), v.pid());
+  const auto holder = fuse::VaultLock::HolderOf(v.cipher());
+  ASSERT_TRUE(holder.has_value());
+  ASSERT_EQ(holder->pid, v.pid());
   ProcessResult r = RunProcess({SIGILFS_BINARY, "unmount", v.plain()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const char state = StateOf(v.pid());
   EXPECT_TRUE(state == 'Z' || state == 0) << "the daemon is still running: " << state;
-  EXPECT_EQ(fuse::VaultLock::HolderOf(v.cipher()), std::nullopt);  // no process has it open
+  EXPECT_EQ(fuse::VaultLock::HolderOf(v.cipher()), std::nullopt);  // that process has ended
   v.Unmount();
 
   v.Mount();
@@ -274,15 +276,15 @@ TEST(MountLockTest, TheLockFileIsNotListedOrReported) {
   ASSERT_EQ(::stat(cipher.c_str(), &after), 0);
   EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
   EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  // The serving daemon's process id, and nothing else.
-  EXPECT_EQ(test::ReadAll(lock), std::to_string(v.pid()) + "\n");
+  // The serving daemon's process id and start time, and nothing else.
+  EXPECT_EQ(test::ReadAll(lock).rfind(std::to_string(v.pid()) + " ", 0), 0u) << test::ReadAll(lock);
   EXPECT_TRUE(fs::is_empty(v.plain()));
   std::ofstream(v.path(fuse::kLockFileName)) << "a plaintext file";
   std::vector<std::string> listed;
   for (const auto& e : fs::directory_iterator(v.plain())) listed.push_back(e.path().filename());
   EXPECT_EQ(listed, std::vector<std::string>{fuse::kLockFileName});
   EXPECT_EQ(test::ReadAll(v.path(fuse::kLockFileName)), "a plaintext file");
-  EXPECT_EQ(test::ReadAll(lock), std::to_string(v.pid()) + "\n");
+  EXPECT_EQ(test::ReadAll(lock).rfind(std::to_string(v.pid()) + " ", 0), 0u);
   v.Unmount();
   const ProcessResult r =
       RunProcess({SIGILFS_BINARY, "fsck", v.cipher(), "--passfile", v.passfile()});

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -64,66 +63,22 @@ std::string EntriesOf(const std::string& dir) {
 // options, and what an /etc/fstab line may carry that mount.fuse3 leaves in. Anything else is
 // refused before the passphrase is asked for, in one line, instead of by libfuse after it.
 bool IsFuseOption(const std::string& opt) {
-  static constexpr std::string_view kFlags[] = {"rw",
-                                                "ro",
-                                                "suid",
-                                                "nosuid",
-                                                "dev",
-                                                "nodev",
-                                                "exec",
-                                                "noexec",
-                                                "async",
-                                                "sync",
-                                                "dirsync",
-                                                "atime",
-                                                "noatime",
-                                                "diratime",
-                                                "nodiratime",
-                                                "relatime",
-                                                "norelatime",
-                                                "strictatime",
-                                                "nostrictatime",
-                                                "lazytime",
-                                                "nolazytime",
-                                                "allow_other",
-                                                "allow_root",
-                                                "auto_unmount",
-                                                "default_permissions",
-                                                "blkdev",
-                                                "debug",
-                                                "sync_read",
-                                                "async_read",
-                                                "writeback_cache",
-                                                "no_writeback_cache",
-                                                "defaults",
-                                                "auto",
-                                                "noauto",
-                                                "nofail",
-                                                "user",
-                                                "users",
-                                                "owner",
-                                                "group",
-                                                "_netdev"};
-  static constexpr std::string_view kKeys[] = {"fsname=",
-                                               "subtype=",
-                                               "max_read=",
-                                               "blksize=",
-                                               "max_write=",
-                                               "max_readahead=",
-                                               "max_background=",
-                                               "congestion_threshold=",
-                                               "time_gran=",
-                                               "context=",
-                                               "fscontext=",
-                                               "defcontext=",
-                                               "rootcontext=",
-                                               "comment=",
-                                               "x-"};
-  for (std::string_view flag : kFlags)
-    if (opt == flag) return true;
-  for (std::string_view key : kKeys)
-    if (opt.starts_with(key)) return true;
-  return false;
+  // Flags, then keys with their '=': each between spaces. fsname= and subtype= are not among
+  // them: sigilfs sets those itself.
+  static constexpr std::string_view kFlags =
+      " rw ro suid nosuid dev nodev exec noexec async sync dirsync atime noatime diratime"
+      " nodiratime relatime norelatime strictatime nostrictatime lazytime nolazytime symfollow"
+      " nosymfollow allow_other allow_root auto_unmount default_permissions blkdev debug sync_read"
+      " async_read writeback_cache no_writeback_cache defaults auto noauto nofail user users owner"
+      " group _netdev ";
+  static constexpr std::string_view kKeys =
+      " max_read= blksize= max_write= max_readahead= max_background= congestion_threshold="
+      " time_gran= context= fscontext= defcontext= rootcontext= comment= user= user_id= group_id="
+      " rootmode= ";
+  const size_t eq = opt.find('=');
+  const std::string word = " " + (eq == std::string::npos ? opt : opt.substr(0, eq + 1)) + " ";
+  return opt.starts_with("x-") ||
+         (eq == std::string::npos ? kFlags : kKeys).find(word) != std::string_view::npos;
 }
 
 // A count: decimal digits only.
@@ -217,6 +172,8 @@ int RunMount(MountArgs a) {
   d.foreground = a.foreground;
   bool remount = false;
   bool nonempty = false;          // mount over a directory that holds entries
+  std::string unknown;            // the first option neither sigilfs nor FUSE knows
+  std::string set_by_sigilfs;     // fsname= or subtype=, which sigilfs sets itself
   std::optional<bool> read_only;  // the last ro or rw given
   std::optional<bool> acl;        // the last acl or noacl given
   AtimeOptions atime;             // the access-time options given
@@ -250,20 +207,33 @@ int RunMount(MountArgs a) {
         nonempty = true;
       else if (opt == "xattr" || opt.empty())
         continue;
+      else if (key == "fsname" || key == "subtype")
+        set_by_sigilfs = opt;
       else if (IsFuseOption(opt)) {
         atime.Take(opt);  // for a remount; a mount passes them on to the kernel
         d.fuse_options.push_back(opt);
-      } else {
-        std::fprintf(stderr,
-                     "sigilfs: unknown mount option '%s' (sigilfs's own: ro, rw, noxattr, acl, "
-                     "noacl, nonempty, passfile=, stats_file=, idle=, handle_cache=, readahead=; "
-                     "and FUSE's, as in mount.fuse3(8))\n",
-                     opt.c_str());
-        return 2;
+      } else if (unknown.empty()) {
+        unknown = opt;
       }
     }
   }
+  // A remount (mount(8) hands the helper the mount's current options) takes only what it knows.
   if (remount) return RunRemount(d.mountpoint, read_only, atime);
+  if (!set_by_sigilfs.empty()) {
+    std::fprintf(stderr,
+                 "sigilfs: the mount option '%s' is sigilfs's own to set (the mount table shows "
+                 "the cipher directory, as fuse.sigilfs)\n",
+                 set_by_sigilfs.c_str());
+    return 2;
+  }
+  if (!unknown.empty()) {
+    std::fprintf(stderr,
+                 "sigilfs: unknown mount option '%s' (sigilfs's own: ro, rw, noxattr, acl, noacl, "
+                 "nonempty, passfile=, stats_file=, idle=, handle_cache=, readahead=; and FUSE's, "
+                 "as in mount.fuse3(8))\n",
+                 unknown.c_str());
+    return 2;
+  }
   d.read_only = read_only.value_or(false);
   // POSIX ACLs are kept unless turned off (-o noacl). The kernel checks permissions against
   // them where the mount has it check permissions at all (default_permissions, or allow_other,
@@ -348,17 +318,6 @@ int RunMount(MountArgs a) {
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
-// True once process `pid` has ended (gone, or a zombie: its files are closed).
-bool ProcessEnded(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return true;
-  // "pid (comm) state ...": the command name may hold spaces and parentheses.
-  const size_t close = text.rfind(')');
-  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z' ||
-         text[close + 2] == 'X';
-}
-
 // fusermount3 -u returns once the kernel let go of the mount; the daemon may still be writing
 // back what its last requests left. So that the vault can be used at once (mounted again,
 // imported into) and the disk under it unmounted, this waits until the daemon has ended: its
@@ -369,7 +328,7 @@ int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
     return Fail(Status(Code::kInvalidArgument,
                        mountpoint + " is not a sigilfs mount (nothing of sigilfs to unmount)",
                        EINVAL));
-  const std::optional<pid_t> daemon = fuse::VaultLock::HolderOf(*vault);
+  const std::optional<fuse::VaultLock::Process> daemon = fuse::VaultLock::HolderOf(*vault);
   const pid_t pid = ::fork();
   if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
   if (pid == 0) {
@@ -388,10 +347,10 @@ int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
        pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
     auto lock = fuse::VaultLock::Acquire(*vault, fuse::LockMode::kShared);
     const bool free = lock.ok() || lock.status().sys_errno() != EBUSY;
-    if (free && (!daemon || ProcessEnded(*daemon))) return 0;
+    if (free && (!daemon || daemon->Ended())) return 0;
     if (std::chrono::steady_clock::now() > deadline) {
       const std::string who =
-          daemon ? "its daemon (process " + std::to_string(*daemon) + ")" : "its daemon";
+          daemon ? "its daemon (process " + std::to_string(daemon->pid) + ")" : "its daemon";
       std::fprintf(stderr,
                    "sigilfs: %s is unmounted, but %s has not ended after %d s (it may still be "
                    "writing back; the vault is not free yet)\n",

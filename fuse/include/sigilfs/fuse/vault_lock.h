@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,12 +41,21 @@ class VaultLock {
 
   bool held() const { return fd_.get() >= 0; }
 
-  // Writes this process's id into the lock file (a daemon, once it has detached), for
-  // HolderOf. Needs an exclusive lock on a file opened for writing.
+  // A process, told apart from a later one given the same id by its start time (in clock
+  // ticks after boot, field 22 of /proc/PID/stat, which every user may read).
+  struct Process {
+    pid_t pid = 0;
+    uint64_t start = 0;
+    bool operator==(const Process&) const = default;
+    // True once it has ended: gone, a zombie (its files are closed), or its id reused.
+    bool Ended() const;
+  };
+  // Writes this process (id and start time) into the lock file: a daemon, once it has
+  // detached, for HolderOf. Needs an exclusive lock on a file opened for writing.
   Status RecordHolder() const;
-  // The process that recorded itself in the lock file of the vault in `dir` and still has that
-  // file open (so a stale id, or one reused by another process, is not taken), if any.
-  static std::optional<pid_t> HolderOf(const std::string& dir);
+  // The process recorded in the lock file of the vault in `dir`, if it is still running (a
+  // stale record, or an id since reused, is not taken).
+  static std::optional<Process> HolderOf(const std::string& dir);
   const std::string& why_not() const { return why_not_; }
 
  private:
