@@ -3,7 +3,7 @@
 # are scripts/test.sh's), and run the built-in demo. demo.sh --keep keeps the demo vault.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-"$top/scripts/install-deps.sh"
+"$top/scripts/install-deps.sh" --for-demo
 "$top/scripts/build.sh" "$top/build" --target=sigilfs
 status=0
 "$top/build/fuse/sigilfs" demo "$@" || status=$?

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages sigilfs needs to build, test and run (idempotent; run as root).
+#   install-deps.sh [--for-demo]   (--for-demo: only what building and the demo need)
 set -euo pipefail
 
+# What building sigilfs and running its demo need (the configure step looks for GoogleTest and
+# libfsverity too); --for-demo stops there, so a first run does not wait for Clang and the rest.
 packages=(
   build-essential cmake ninja-build pkg-config git
   libssl-dev libsodium-dev libfuse3-dev fuse3 libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  libfsverity-dev fsverity attr acl rsync e2fsprogs procps
-  libpam0g-dev pamtester passwd
-  dpkg-dev file
-  clang clang-format clang-tidy llvm
+  libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
+  libfsverity-dev fsverity libpam0g-dev passwd procps
 )
+# What the test suites, the linters, the benchmarks and the package test add.
+if [[ ${1:-} != --for-demo ]]; then
+  packages+=(
+    libbenchmark-dev attr acl rsync e2fsprogs pamtester
+    dpkg-dev file
+    clang clang-format clang-tidy llvm
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
