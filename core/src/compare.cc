@@ -70,7 +70,10 @@ class Comparer {
       if (acl::IsAclName(attr)) {  // as ACLs: the ids of unnamed entries do not count
         auto canonical = acl::Canonical(*value);
         if (!canonical.ok()) {
-          s = Status(Code::kCorrupt, path + ": " + attr + ": " + canonical.status().ToString());
+          std::string why = path;
+          why += ": " + attr + ": ";
+          why += canonical.status().ToString();
+          s = Status(Code::kCorrupt, why);
           break;
         }
         *value = std::move(canonical).value();

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -337,7 +337,7 @@ class Exporter {
           const char* which = attr == acl::kAccessName ? "access ACL" : "default ACL";
           Problem(path, Status(s.code(),
                                std::string(which) + " not written to " + dest + ": " +
-                                   std::strerror(s.sys_errno()),
+                                   std::generic_category().message(s.sys_errno()),
                                s.sys_errno()));
         }
         continue;

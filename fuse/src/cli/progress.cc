@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -15,7 +16,7 @@ constexpr auto kRedraw = std::chrono::milliseconds(200);
 
 // "0:07", "1:02:03".
 std::string Duration(double seconds) {
-  const auto s = static_cast<uint64_t>(seconds + 0.5);
+  const auto s = static_cast<uint64_t>(std::llround(seconds));
   if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
