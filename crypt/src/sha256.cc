@@ -7,7 +7,10 @@
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cstring>
+
+#include "sigilfs/crypt/secure_bytes.h"
 
 namespace sigilfs::crypt {
 
@@ -36,12 +39,49 @@ Sha256Digest Sha256Hasher::Final() {
   return d;
 }
 
+void Sha256Hasher::Wipe() { SecureWipe(state_); }
+
 Sha256Prefixed::Sha256Prefixed(ByteSpan prefix) { prefix_state_.Update(prefix); }
 
 Sha256Digest Sha256Prefixed::Digest(ByteSpan block) const {
   Sha256Hasher h = prefix_state_;
   h.Update(block);
   return h.Final();
+}
+
+HmacSha256::HmacSha256(ByteSpan key) {
+  constexpr size_t kBlock = 64;
+  std::array<uint8_t, kBlock> block{};
+  if (key.size() > kBlock) {
+    const Sha256Digest hashed = Sha256(key);
+    std::copy(hashed.begin(), hashed.end(), block.begin());
+  } else {
+    std::copy(key.begin(), key.end(), block.begin());
+  }
+  std::array<uint8_t, kBlock> pad;
+  for (size_t i = 0; i < kBlock; ++i) pad[i] = block[i] ^ 0x36;
+  inner_.Update(pad);
+  for (size_t i = 0; i < kBlock; ++i) pad[i] = block[i] ^ 0x5c;
+  outer_.Update(pad);
+  SecureWipe(block);
+  SecureWipe(pad);
+}
+
+HmacSha256::~HmacSha256() {
+  inner_.Wipe();
+  outer_.Wipe();
+}
+
+Sha256Digest HmacSha256::Mac(std::initializer_list<ByteSpan> parts) const {
+  Sha256Hasher inner = inner_;
+  for (ByteSpan part : parts) inner.Update(part);
+  const Sha256Digest inner_digest = inner.Final();
+  Sha256Hasher outer = outer_;
+  outer.Update(inner_digest);
+  const Sha256Digest mac = outer.Final();
+  inner.Wipe();  // the copies began as the key's states
+  outer.Wipe();
+  return mac;
 }
 
 }  // namespace sigilfs::crypt

@@ -1,8 +1,9 @@
-// SHA-256: one-shot, incremental, and a salted-prefix hasher for fs-verity blocks.
+// SHA-256: one-shot, incremental, a salted-prefix hasher for fs-verity blocks, and HMAC.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 
 #include "sigilfs/crypt/bytes.h"
 
@@ -21,6 +22,7 @@ class Sha256Hasher {
   Sha256Hasher();
   void Update(ByteSpan data);
   Sha256Digest Final();  // the hasher must not be updated again after Final
+  void Wipe();           // zeroes the state (which may hold a key's hash): the hasher is unusable
 
  private:
   // Opaque storage for OpenSSL's SHA256_CTX (a plain struct, so copying it is a memcpy).
@@ -38,6 +40,24 @@ class Sha256Prefixed {
 
  private:
   Sha256Hasher prefix_state_;
+};
+
+// HMAC-SHA256 (RFC 2104) with the key's two padded blocks absorbed once, so each message costs
+// only its own hashing: for deriving many values from one key (reverse mode's synthetic
+// nonces and path-derived IVs). The key's states are wiped when the object goes.
+// Thread-safety: safe for concurrent access (Mac is const).
+class HmacSha256 {
+ public:
+  explicit HmacSha256(ByteSpan key);  // any length; a key past 64 bytes is hashed first
+  ~HmacSha256();
+  HmacSha256(const HmacSha256&) = delete;
+  HmacSha256& operator=(const HmacSha256&) = delete;
+
+  // The MAC of the concatenation of `parts`.
+  Sha256Digest Mac(std::initializer_list<ByteSpan> parts) const;
+
+ private:
+  Sha256Hasher inner_, outer_;
 };
 
 }  // namespace sigilfs::crypt
