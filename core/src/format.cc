@@ -1,6 +1,7 @@
 // Encoding of the cipher-file header, unit associated data and size arithmetic.
 #include "sigilfs/core/format.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -81,6 +82,18 @@ Status UnitCodec::Seal(uint64_t index, UnitKind kind, bool last, ByteSpan plaint
   if (plaintext.size() > kPageSize || unit.size() != plaintext.size() + geometry_.overhead())
     return Status(Code::kInvalidArgument, "unit buffer size mismatch");
   crypt::RandomBytes(unit.first(n));
+  const auto ad = UnitAssociatedData(nonce_, index, kind, last);
+  return aead_.Seal(unit.first(n), ad, plaintext, unit.subspan(n, plaintext.size()),
+                    unit.last(crypt::kAeadTagSize));
+}
+
+Status UnitCodec::SealUnder(ByteSpan nonce, uint64_t index, UnitKind kind, bool last,
+                            ByteSpan plaintext, MutableByteSpan unit) const {
+  const size_t n = geometry_.nonce_size();
+  if (nonce.size() != n || plaintext.size() > kPageSize ||
+      unit.size() != plaintext.size() + geometry_.overhead())
+    return Status(Code::kInvalidArgument, "unit buffer or nonce size mismatch");
+  std::copy(nonce.begin(), nonce.end(), unit.begin());
   const auto ad = UnitAssociatedData(nonce_, index, kind, last);
   return aead_.Seal(unit.first(n), ad, plaintext, unit.subspan(n, plaintext.size()),
                     unit.last(crypt::kAeadTagSize));

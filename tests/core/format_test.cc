@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "sigilfs/crypt/random.h"
@@ -156,6 +157,28 @@ TEST_P(UnitCodecTest, ShortTailPage) {
   EXPECT_EQ(out, tail);
   std::vector<uint8_t> wrong(unit.size() + 1);
   EXPECT_EQ(codec.Seal(0, UnitKind::kDataPage, true, tail, wrong).code(), Code::kInvalidArgument);
+}
+
+// A unit sealed under a given nonce is the same bytes each time, and opens as any other unit;
+// the nonce is not all the binding: moved, it still fails.
+TEST_P(UnitCodecTest, SealUnderAGivenNonceIsRepeatableAndOpensAsUsual) {
+  UnitCodec codec(*aead_, RandomNonce());
+  std::vector<uint8_t> page(1000);
+  crypt::RandomBytes(page);
+  std::vector<uint8_t> nonce(codec.geometry().nonce_size(), 0x5a);
+  std::vector<uint8_t> a(page.size() + codec.geometry().overhead()), b(a.size());
+  ASSERT_TRUE(codec.SealUnder(nonce, 3, UnitKind::kDataPage, true, page, a).ok());
+  ASSERT_TRUE(codec.SealUnder(nonce, 3, UnitKind::kDataPage, true, page, b).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(std::equal(nonce.begin(), nonce.end(), a.begin()));
+  std::vector<uint8_t> out(page.size());
+  ASSERT_TRUE(codec.Open(3, UnitKind::kDataPage, true, a, out).ok());
+  EXPECT_EQ(out, page);
+  EXPECT_EQ(codec.Open(4, UnitKind::kDataPage, true, a, out).code(), Code::kAuthFailed);
+  EXPECT_EQ(codec.Open(3, UnitKind::kDataPage, false, a, out).code(), Code::kAuthFailed);
+  nonce.pop_back();
+  EXPECT_EQ(codec.SealUnder(nonce, 3, UnitKind::kDataPage, true, page, a).code(),
+            Code::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ciphers, UnitCodecTest,

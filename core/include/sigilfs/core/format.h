@@ -102,6 +102,11 @@ class UnitCodec {
   // plaintext.size() + overhead() bytes, under a fresh random nonce.
   Status Seal(uint64_t index, UnitKind kind, bool last, ByteSpan plaintext,
               MutableByteSpan unit) const;
+  // Seal under `nonce` (nonce_size() bytes) instead of a random one: reverse mode's synthetic
+  // nonces, derived from the unit's place and plaintext, so that the same page at the same place
+  // seals to the same bytes (and a nonce repeats only with its plaintext). Readers cannot tell.
+  Status SealUnder(ByteSpan nonce, uint64_t index, UnitKind kind, bool last, ByteSpan plaintext,
+                   MutableByteSpan unit) const;
   // Verifies and decrypts `unit` into `plaintext` (unit.size() - overhead() bytes).
   // kAuthFailed if the unit was changed, moved, or belongs to another file, kind or position.
   Status Open(uint64_t index, UnitKind kind, bool last, ByteSpan unit,
