@@ -67,7 +67,7 @@ Result<std::string> NameCodec::XattrStoredName(std::string_view name) const {
 }
 
 Result<std::vector<uint8_t>> NameCodec::SealXattr(std::string_view stored, std::string_view name,
-                                                  ByteSpan value) const {
+                                                  ByteSpan value, const SealNonce* given) const {
   if (name.empty() || name.size() > kMaxXattrName)
     return Status(Code::kInvalidArgument, "invalid extended attribute name");
   std::vector<uint8_t> plain;
@@ -75,8 +75,13 @@ Result<std::vector<uint8_t>> NameCodec::SealXattr(std::string_view stored, std::
   plain.push_back(static_cast<uint8_t>(name.size()));
   plain.insert(plain.end(), name.begin(), name.end());
   plain.insert(plain.end(), value.begin(), value.end());
-  std::array<uint8_t, kXattrNonceSize> nonce;
-  crypt::RandomBytes(nonce);
+  static_assert(sizeof(SealNonce) == kXattrNonceSize);
+  SealNonce nonce;
+  if (given != nullptr) {
+    nonce = *given;
+  } else {
+    crypt::RandomBytes(nonce);
+  }
   const ByteSpan ad[] = {nonce, AsBytes(kXattrValueRole), AsBytes(stored)};
   auto sealed = siv_->Seal(ad, plain);
   crypt::SecureWipe(plain);
@@ -116,11 +121,16 @@ uint32_t NameCodec::HandleGeneration(uint64_t nodeid) const {
   return g == 0 ? 1 : g;
 }
 
-Result<std::string> NameCodec::EncryptTarget(std::string_view target) const {
+Result<std::string> NameCodec::EncryptTarget(std::string_view target,
+                                             const SealNonce* given) const {
   if (target.empty() || target.find('\0') != std::string_view::npos)
     return Status(Code::kInvalidArgument, "invalid symlink target");
-  std::array<uint8_t, 16> nonce;
-  crypt::RandomBytes(nonce);
+  SealNonce nonce;
+  if (given != nullptr) {
+    nonce = *given;
+  } else {
+    crypt::RandomBytes(nonce);
+  }
   const ByteSpan ad[] = {nonce, AsBytes(kTargetRole)};
   SIGILFS_ASSIGN_OR_RETURN(std::vector<uint8_t> sealed, siv_->Seal(ad, AsBytes(target)));
   sealed.insert(sealed.begin(), nonce.begin(), nonce.end());

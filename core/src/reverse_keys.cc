@@ -46,4 +46,16 @@ void ReverseKeys::UnitNonce(const FileNonce& file, uint64_t index, UnitKind kind
   std::copy_n(mac.begin(), std::min(out.size(), mac.size()), out.begin());
 }
 
+SealNonce ReverseKeys::ValueNonce(std::string_view role, std::string_view path,
+                                  ByteSpan value) const {
+  // Neither a role nor a path holds a NUL, so each ends where its NUL is.
+  const uint8_t nul = 0;
+  const crypt::Sha256Digest mac =
+      mac_.Mac({Label(std::string_view("value\0", 6)), AsBytes(role), ByteSpan(&nul, 1),
+                AsBytes(path), ByteSpan(&nul, 1), value});
+  SealNonce nonce;
+  std::copy_n(mac.begin(), nonce.size(), nonce.begin());
+  return nonce;
+}
+
 }  // namespace sigilfs::core

@@ -123,5 +123,24 @@ TEST_F(NamesTest, XattrNamesAreHashedAndValuesSealedToTheirName) {
   EXPECT_FALSE(codec_->OpenXattr(*a, ByteSpan(*sealed).first(20)).ok());
 }
 
+// A target or value sealed under a given nonce (reverse mode's) is the same bytes each time and
+// opens as any other; without one, each sealing differs.
+TEST_F(NamesTest, TargetsAndValuesSealedUnderAGivenNonceRepeat) {
+  SealNonce nonce;
+  nonce.fill(0x42);
+  EXPECT_EQ(*codec_->EncryptTarget("../b.txt", &nonce), *codec_->EncryptTarget("../b.txt", &nonce));
+  EXPECT_NE(*codec_->EncryptTarget("../b.txt"), *codec_->EncryptTarget("../b.txt"));
+  EXPECT_EQ(*codec_->DecryptTarget(*codec_->EncryptTarget("../b.txt", &nonce)), "../b.txt");
+  const std::string stored = *codec_->XattrStoredName("user.a");
+  const std::vector<uint8_t> value = {1, 2, 3};
+  const auto a = *codec_->SealXattr(stored, "user.a", value, &nonce);
+  EXPECT_EQ(a, *codec_->SealXattr(stored, "user.a", value, &nonce));
+  EXPECT_NE(*codec_->SealXattr(stored, "user.a", value),
+            *codec_->SealXattr(stored, "user.a", value));
+  auto opened = codec_->OpenXattr(stored, a);
+  ASSERT_TRUE(opened.ok());
+  EXPECT_EQ(opened->value, value);
+}
+
 }  // namespace
 }  // namespace sigilfs::core

@@ -49,13 +49,22 @@ TEST(ReverseKeysTest, TheSameInputsGiveTheSameValuesAndAnythingElseOthers) {
   page[4095] ^= 1;
   seen.insert(unit_nonce(nonce, 0, UnitKind::kDataPage, false, page));
   EXPECT_EQ(seen.size(), 6u);  // each change of file, place, kind, flag or byte: a new nonce
+
+  const SealNonce target = keys->ValueNonce("target", "a/link", AsBytes("../b.txt"));
+  EXPECT_EQ(target, again->ValueNonce("target", "a/link", AsBytes("../b.txt")));
+  EXPECT_NE(target, keys->ValueNonce("target", "a/link2", AsBytes("../b.txt")));
+  EXPECT_NE(target, keys->ValueNonce("target", "a/link", AsBytes("../c.txt")));
+  EXPECT_NE(target, keys->ValueNonce("user.sigilfs.x", "a/link", AsBytes("../b.txt")));
+  // The NULs keep the fields apart: "a" + "b/c" is not "a/b" + "c".
+  EXPECT_NE(keys->ValueNonce("r", "ab", AsBytes("c")), keys->ValueNonce("r", "a", AsBytes("bc")));
 }
 
 // The values for one key, pinned: a vault's reverse view must give the same bytes across
 // versions, or every backup taken through it would be copied again in full. Computed apart
 // from this code (Python's hmac and hashlib: HKDF-SHA256 of 32 bytes of 7 with the label
 // "sigilfs v1 reverse", then HMAC-SHA256 of "dir-iv\0", of "file\0a/b.txt", and of "unit\0",
-// the file nonce, le64 5, kind 1, last 1 and "hello", each truncated).
+// the file nonce, le64 5, kind 1, last 1 and "hello", and of "value\0target\0a/link\0../b.txt",
+// each truncated).
 TEST(ReverseKeysTest, ThePinnedValues) {
   auto keys = std::move(ReverseKeys::Derive(Key(7))).value();
   const DirIv iv = keys->DirIvOf("");
@@ -65,6 +74,8 @@ TEST(ReverseKeysTest, ThePinnedValues) {
   EXPECT_EQ(crypt::HexEncode(iv), "84e8c0568ecafc1676bc60b95ec25ea9");
   EXPECT_EQ(crypt::HexEncode(nonce), "240f188c56320645f1926279a4a96247");
   EXPECT_EQ(crypt::HexEncode(unit), "1dd3afbc6f4e3dde43ff2612");
+  EXPECT_EQ(crypt::HexEncode(keys->ValueNonce("target", "a/link", AsBytes("../b.txt"))),
+            "02a4fe67e15a570e78b10487b56f6718");
 }
 
 // A page sealed under its synthetic nonce twice is the same unit, and the forward reader opens

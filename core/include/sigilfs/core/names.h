@@ -29,6 +29,9 @@ inline constexpr char kLongNamePrefix[] = "sigilfs.long.";
 inline constexpr char kLongNameSideSuffix[] = ".name";
 inline constexpr size_t kMaxPlainNameLength = 255;   // NAME_MAX, as the kernel enforces
 inline constexpr size_t kMaxStoredNameLength = 255;  // NAME_MAX of the backing filesystem
+// The nonce a symlink target or an attribute value is sealed with: random, or given (reverse
+// mode's synthetic nonce, so that the same value at the same place seals to the same bytes).
+using SealNonce = std::array<uint8_t, 16>;
 
 // Thread-safety: safe for concurrent access without external synchronization.
 class NameCodec {
@@ -45,7 +48,9 @@ class NameCodec {
   // Symlink targets: base64url(nonce || SIV), sealed with a fresh random 16-byte nonce and the
   // role "symlink" as associated data. Not bound to a directory (a link keeps its target when
   // renamed elsewhere), never equal for equal targets, and never replayable as a name.
-  Result<std::string> EncryptTarget(std::string_view target) const;
+  // `nonce`: the nonce to use instead of a random one.
+  Result<std::string> EncryptTarget(std::string_view target,
+                                    const SealNonce* nonce = nullptr) const;
   Result<std::string> DecryptTarget(std::string_view cipher) const;
 
   // Extended attributes (`user.*`). A name is stored as kXattrPrefix + base64url of a 16-byte
@@ -60,8 +65,9 @@ class NameCodec {
 
   static constexpr std::string_view kXattrPrefix = "user.sigilfs.";
   Result<std::string> XattrStoredName(std::string_view name) const;
+  // `nonce`: the nonce to use instead of a random one.
   Result<std::vector<uint8_t>> SealXattr(std::string_view stored, std::string_view name,
-                                         ByteSpan value) const;
+                                         ByteSpan value, const SealNonce* nonce = nullptr) const;
   struct Xattr {
     std::string name;
     std::vector<uint8_t> value;

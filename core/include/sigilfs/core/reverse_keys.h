@@ -31,6 +31,9 @@ class ReverseKeys {
   // then the unit sealed under it is the same bytes.
   void UnitNonce(const FileNonce& file, uint64_t index, UnitKind kind, bool last,
                  ByteSpan plaintext, MutableByteSpan out) const;
+  // The nonce of a symlink target (`role` "target") or an attribute value (`role` the stored
+  // attribute name) of the entry at plain path `path`, over the plaintext `value`.
+  SealNonce ValueNonce(std::string_view role, std::string_view path, ByteSpan value) const;
 
  private:
   explicit ReverseKeys(ByteSpan subkey) : mac_(subkey) {}
