@@ -168,6 +168,17 @@ class TransferTest : public ::testing::TestWithParam<Store> {
     ASSERT_TRUE(plain_->SetTimes("docs", times).ok());
   }
 
+  // Plain directory shared/ with the default ACL kDefaultAcl, holding f (0640) with the access
+  // ACL kAccessAcl.
+  std::unique_ptr<BackingDir> MakeSharedDir() {
+    EXPECT_TRUE(plain_->MakeDir("shared", 0750).ok());
+    EXPECT_TRUE(plain_->SetXattr("shared", kDefault, kDefaultAcl).ok());
+    auto shared = std::move(plain_->OpenDir("shared")).value();
+    WritePlain(*shared, "f", test::Pattern(100, 1), 0640);
+    EXPECT_TRUE(shared->SetXattr("f", kAccess, kAccessAcl).ok());
+    return shared;
+  }
+
   Result<uint64_t> ExportAll(BackingDir& to, const std::string& name, bool replace = false) {
     ExportOptions options;
     options.replace = replace;
@@ -331,11 +342,7 @@ TEST_P(TransferTest, ADirectoryWhoseIvIsLostIsStillMadeWithItsAttributesAndRepor
 
 TEST_P(TransferTest, PosixAclsGoInAndComeBackExactlyUnlessLeftOut) {
   // shared/ has a default ACL, shared/f an access ACL with a named user, shared/none no ACL.
-  ASSERT_TRUE(plain_->MakeDir("shared", 0750).ok());
-  ASSERT_TRUE(plain_->SetXattr("shared", kDefault, kDefaultAcl).ok());
-  auto shared = std::move(plain_->OpenDir("shared")).value();
-  WritePlain(*shared, "f", test::Pattern(100, 1), 0640);
-  ASSERT_TRUE(shared->SetXattr("f", kAccess, kAccessAcl).ok());
+  auto shared = MakeSharedDir();
   WritePlain(*shared, "none", test::Pattern(10, 2), 0600);
   (void)shared->RemoveXattr("none", kAccess);  // inherited from the default ACL, on a kernel's
   ASSERT_FALSE(shared->GetXattr("none", kAccess).ok());
@@ -386,11 +393,7 @@ TEST_P(TransferTest, PosixAclsGoInAndComeBackExactlyUnlessLeftOut) {
 }
 
 TEST_P(TransferTest, AnAclTheDestinationCannotKeepIsReportedAndTheEntryExportedWithoutIt) {
-  ASSERT_TRUE(plain_->MakeDir("shared", 0750).ok());
-  ASSERT_TRUE(plain_->SetXattr("shared", kDefault, kDefaultAcl).ok());
-  auto shared = std::move(plain_->OpenDir("shared")).value();
-  WritePlain(*shared, "f", test::Pattern(100, 1), 0640);
-  ASSERT_TRUE(shared->SetXattr("f", kAccess, kAccessAcl).ok());
+  auto shared = MakeSharedDir();
   ASSERT_TRUE(shared->SetXattr("f", "user.kept", Bytes("yes")).ok());
   ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
 
