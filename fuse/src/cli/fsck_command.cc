@@ -1,7 +1,5 @@
 // `sigilfs fsck`: reads a whole unmounted vault and reports everything that does not decrypt.
 #include <fmt/core.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -9,7 +7,6 @@
 #include "commands.h"
 #include "progress.h"
 #include "sigilfs/core/check.h"
-#include "sigilfs/core/names.h"
 #include "sigilfs/core/tree.h"
 
 namespace sigilfs::cli {
@@ -43,15 +40,8 @@ int RunFsck(const FsckOptions& o) {
   core::CheckSummary summary;
   if (auto tree = core::Tree::Open(**volume); tree.ok()) {
     Totals totals;
-    if (auto root = (*tree)->Root(); root.ok() && !o.quiet && ::isatty(STDERR_FILENO) == 1) {
-      totals = MeasureStore(
-          (*root)->backing(),
-          [&volume](core::BackingDir& dir, const std::string& stored, const struct stat& st) {
-            auto size = (*volume)->PlainSize(dir, stored, st);
-            return size.ok() ? *size : 0;
-          },
-          [](const std::string& stored) { return core::NameCodec::IsReserved(stored); });
-    }
+    if (auto root = (*tree)->Root(); root.ok() && ProgressLine::WouldShow(o.quiet))
+      totals = MeasureVault(**volume, (*root)->backing());
     ProgressLine line("fsck", totals.bytes, 0, o.quiet);
     summary = core::CheckTree(
         **tree,

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "sigilfs/core/names.h"
+
 namespace sigilfs::cli {
 namespace {
 
@@ -27,13 +29,15 @@ ProgressLine::ProgressLine(std::string what, uint64_t total_bytes, uint64_t tota
     : what_(std::move(what)),
       total_bytes_(total_bytes),
       total_files_(total_files),
-      shown_(!quiet && ::isatty(STDERR_FILENO) == 1),
+      shown_(WouldShow(quiet)),
       start_(Clock::now()),
       drawn_(start_ - kRedraw) {}  // the first update draws at once
 
 ProgressLine::~ProgressLine() {
   if (visible_) std::fputs("\r\033[K", stderr);
 }
+
+bool ProgressLine::WouldShow(bool quiet) { return !quiet && ::isatty(STDERR_FILENO) == 1; }
 
 std::string ProgressLine::Size(uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
@@ -125,6 +129,16 @@ Totals MeasureStore(core::BackingDir& dir,
     totals.files += inner.files;
   }
   return totals;
+}
+
+Totals MeasureVault(core::Volume& volume, core::BackingDir& dir) {
+  return MeasureStore(
+      dir,
+      [&volume](core::BackingDir& d, const std::string& stored, const struct stat& st) {
+        auto size = volume.PlainSize(d, stored, st);
+        return size.ok() ? *size : 0;
+      },
+      [](const std::string& stored) { return core::NameCodec::IsReserved(stored); });
 }
 
 }  // namespace sigilfs::cli

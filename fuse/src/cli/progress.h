@@ -13,6 +13,7 @@
 
 #include "sigilfs/core/backing_dir.h"
 #include "sigilfs/core/progress.h"
+#include "sigilfs/core/volume.h"
 
 namespace sigilfs::cli {
 
@@ -25,6 +26,9 @@ class ProgressLine {
   ProgressLine& operator=(const ProgressLine&) = delete;
 
   bool shown() const { return shown_; }
+  // Whether a line would be drawn: standard error is a terminal and not `quiet` (totals are
+  // worth walking for only then).
+  static bool WouldShow(bool quiet);
   void AddBytes(uint64_t bytes);
   void AddFile();
   // A callback for the library's ByteProgress.
@@ -64,5 +68,9 @@ Totals MeasureStore(core::BackingDir& dir,
                     const std::function<uint64_t(core::BackingDir&, const std::string&,
                                                  const struct stat&)>& size_of,
                     const std::function<bool(const std::string&)>& skip = {});
+
+// The same for a vault directory of `volume` (its store `dir`): plaintext sizes from the
+// cipher sizes, the vault's own entries left out, no name decrypted.
+Totals MeasureVault(core::Volume& volume, core::BackingDir& dir);
 
 }  // namespace sigilfs::cli

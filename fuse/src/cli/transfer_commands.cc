@@ -15,7 +15,6 @@
 
 #include "commands.h"
 #include "progress.h"
-#include "sigilfs/core/names.h"
 #include "sigilfs/core/transfer.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/crypt/secure_bytes.h"
@@ -40,22 +39,16 @@ struct TransferOptions {
 };
 
 // The totals of the vault tree `dir` (the whole of it when `name` is empty, else its entry
-// `name`), for a progress line: plaintext sizes from the cipher sizes, no name decrypted.
+// `name`), for a progress line.
 Totals VaultTotals(core::Volume& volume, core::Tree& tree, const core::Tree::Dir& dir,
                    const std::string& name) {
-  const auto plain_size = [&volume](core::BackingDir& d, const std::string& stored,
-                                    const struct stat& st) {
-    auto size = volume.PlainSize(d, stored, st);
-    return size.ok() ? *size : 0;
-  };
-  const auto own = [](const std::string& stored) { return core::NameCodec::IsReserved(stored); };
-  if (name.empty()) return MeasureStore(dir.backing(), plain_size, own);
+  if (name.empty()) return MeasureVault(volume, dir.backing());
   auto st = tree.Stat(dir, name);
   if (!st.ok()) return {};
   if (!S_ISDIR(st->st_mode))
     return {S_ISREG(st->st_mode) ? static_cast<uint64_t>(st->st_size) : 0, 1};
   auto sub = tree.OpenDir(dir, name);
-  return sub.ok() ? MeasureStore((*sub)->backing(), plain_size, own) : Totals{};
+  return sub.ok() ? MeasureVault(volume, (*sub)->backing()) : Totals{};
 }
 
 // Ownership is kept when run as root, unless --no-owner.
@@ -210,9 +203,8 @@ int RunExport(const TransferOptions& o) {
         !st.ok() && st.status().code() == Code::kNotFound)
       return Fail(st.status().WithContext(path));
   }
-  const Totals totals = !o.quiet && ::isatty(STDERR_FILENO) == 1
-                            ? VaultTotals(**volume, **tree, **dir, name)
-                            : Totals{};
+  const Totals totals =
+      ProgressLine::WouldShow(o.quiet) ? VaultTotals(**volume, **tree, **dir, name) : Totals{};
   ProgressLine line("export", totals.bytes, totals.files, o.quiet);
   core::ExportOptions options{.replace = o.force,
                               .owner = Owner(o),
@@ -260,7 +252,7 @@ int RunImport(const TransferOptions& o) {
   options.owner = Owner(o);
   options.acls = !o.no_acl;
   Totals totals;
-  if (!o.quiet && ::isatty(STDERR_FILENO) == 1) {
+  if (ProgressLine::WouldShow(o.quiet)) {
     const auto size = [](core::BackingDir&, const std::string&, const struct stat& st) {
       return static_cast<uint64_t>(st.st_size);
     };
