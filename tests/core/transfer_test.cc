@@ -43,23 +43,29 @@ const std::vector<uint8_t> kDefaultAcl = AclOf({{acl::kUserObj, 7, kNoId},
                                                 {acl::kMask, 5, kNoId},
                                                 {acl::kOther, 0, kNoId}});
 
-// A plain store whose file system keeps no ACLs (as vfat, or a mount without them).
-class NoAclDir : public test::ForwardingBackingDir {
+// A plain store that refuses to write ACLs with `err`: EOPNOTSUPP as a file system without
+// ACLs (which has none to remove either), or another errno as one that cannot take this ACL
+// (EINVAL for an id it cannot map, ENOSPC), whose entries may still inherit one.
+class AclRefusingDir : public test::ForwardingBackingDir {
  public:
-  using ForwardingBackingDir::ForwardingBackingDir;
+  AclRefusingDir(std::unique_ptr<BackingDir> inner, int err)
+      : ForwardingBackingDir(std::move(inner)), err_(err) {}
   Status SetXattr(std::string_view n, std::string_view a, ByteSpan v, int f) override {
-    if (acl::IsAclName(a)) return Status::FromErrno(EOPNOTSUPP, "setxattr");
+    if (acl::IsAclName(a)) return Status::FromErrno(err_, "setxattr");
     return ForwardingBackingDir::SetXattr(n, a, v, f);
   }
   Status RemoveXattr(std::string_view n, std::string_view a) override {
-    if (acl::IsAclName(a)) return Status::FromErrno(EOPNOTSUPP, "removexattr");
+    if (acl::IsAclName(a) && err_ == EOPNOTSUPP) return Status::FromErrno(err_, "removexattr");
     return ForwardingBackingDir::RemoveXattr(n, a);
   }
 
  protected:
   std::unique_ptr<BackingDir> Wrap(std::unique_ptr<BackingDir> inner) override {
-    return std::make_unique<NoAclDir>(std::move(inner));
+    return std::make_unique<AclRefusingDir>(std::move(inner), err_);
   }
+
+ private:
+  const int err_;
 };
 
 // What a plain tree holds, entry by entry: kind, permissions, mtime, size, contents or target,
@@ -397,7 +403,7 @@ TEST_P(TransferTest, AnAclTheDestinationCannotKeepIsReportedAndTheEntryExportedW
   ASSERT_TRUE(shared->SetXattr("f", "user.kept", Bytes("yes")).ok());
   ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
 
-  NoAclDir no_acls(std::move(out_));
+  AclRefusingDir no_acls(std::move(out_), EOPNOTSUPP);
   auto exported = ExportAll(no_acls, "copy");
   ASSERT_TRUE(exported.ok()) << exported.status().ToString();
   EXPECT_EQ(*exported, 2u);
@@ -410,6 +416,28 @@ TEST_P(TransferTest, AnAclTheDestinationCannotKeepIsReportedAndTheEntryExportedW
   const std::vector<uint8_t> data = test::Pattern(100, 1);
   EXPECT_EQ(ReadPlain(*copy, "f"), std::string(data.begin(), data.end()));
   EXPECT_EQ(*copy->GetXattr("f", "user.kept"), std::vector<uint8_t>({'y', 'e', 's'}));
+  EXPECT_EQ(copy->Stat("f")->st_mode & 07777, 0640u);
+}
+
+// A destination that has ACLs but refuses the vault's (EINVAL): the entries are exported without
+// it, and without the ACL they inherited there, which would grant what the vault's does not.
+TEST_P(TransferTest, AnAclThatFailsToWriteLeavesNoInheritedOneBehind) {
+  MakeSharedDir();
+  ASSERT_TRUE(ImportInto(*tree_, *plain_, "plain", *root_, {}).ok());
+  ASSERT_TRUE(out_->MakeDir("in", 0755).ok());
+  ASSERT_TRUE(out_->SetXattr("in", kDefault, kDefaultAcl).ok());
+  AclRefusingDir in(std::move(out_->OpenDir("in")).value(), EINVAL);
+  ExportOptions options;
+  options.problem = [this](const std::string& path, const Status& s) {
+    problems_.push_back(path + ": " + s.ToString());
+  };
+  auto exported = ExportEntry(*tree_, *root_, "shared", in, "shared", "shared", options);
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  EXPECT_EQ(*exported, 2u);  // shared/f's access ACL, shared's default ACL
+  auto copy = std::move(in.OpenDir("shared")).value();
+  EXPECT_EQ(copy->GetXattr("f", kAccess).status().sys_errno(), ENODATA);
+  EXPECT_EQ(in.GetXattr("shared", kAccess).status().sys_errno(), ENODATA);
+  EXPECT_EQ(in.GetXattr("shared", kDefault).status().sys_errno(), ENODATA);
   EXPECT_EQ(copy->Stat("f")->st_mode & 07777, 0640u);
 }
 
