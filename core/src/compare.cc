@@ -24,8 +24,8 @@ Status Differ(const std::string& path, const std::string& what) {
 
 class Comparer {
  public:
-  Comparer(Tree& tree, const std::function<void(const std::string&, const struct stat&)>& seen)
-      : tree_(tree), seen_(seen), plain_buf_(kStep), vault_buf_(kStep) {}
+  Comparer(Tree& tree, const CompareOptions& options)
+      : tree_(tree), o_(options), plain_buf_(kStep), vault_buf_(kStep) {}
   ~Comparer() {
     crypt::SecureWipe(plain_buf_);
     crypt::SecureWipe(vault_buf_);
@@ -34,6 +34,14 @@ class Comparer {
   Comparer& operator=(const Comparer&) = delete;
 
   uint64_t entries() const { return entries_; }
+
+  // `s` as the comparison's outcome: with a difference callback it is told there, and the
+  // comparison goes on.
+  Status Report(Status s) {
+    if (s.ok() || !o_.difference) return s;
+    o_.difference(s);
+    return Status::Ok();
+  }
 
   // Type, mode, owner, modification time and device number of a plain and a vault entry.
   static Status Attributes(const std::string& path, const struct stat& p, const struct stat& c) {
@@ -105,20 +113,35 @@ class Comparer {
     if (!damaged.ok()) return damaged;
     std::map<std::string, const DirEntry*> in_vault;
     for (const DirEntry& e : listed) in_vault.emplace(e.name, &e);
+    // Entries left out of the comparison, by plain name.
+    std::vector<std::string> compared;
     for (const std::string& name : *names) {
+      if (o_.skip) {
+        auto st = plain.Stat(name);
+        if (st.ok() && o_.skip(vault.PathOf(name), *st)) {
+          in_vault.erase(name);
+          continue;
+        }
+      }
+      compared.push_back(name);
+    }
+    for (const std::string& name : compared) {
       if (in_vault.count(name) == 0)
-        return Status(Code::kCorrupt, vault.PathOf(name) + ": missing from the vault");
+        SIGILFS_RETURN_IF_ERROR(
+            Report(Status(Code::kCorrupt, vault.PathOf(name) + ": missing from the vault")));
     }
     for (const auto& [name, entry] : in_vault) {
-      if (!std::binary_search(names->begin(), names->end(), name))
-        return Status(Code::kCorrupt,
-                      vault.PathOf(name) + ": in the vault but not in the plain tree");
+      if (!std::binary_search(compared.begin(), compared.end(), name))
+        SIGILFS_RETURN_IF_ERROR(Report(Status(
+            Code::kCorrupt, vault.PathOf(name) + ": in the vault but not in the plain tree")));
     }
-    for (const std::string& name : *names) {
+    for (const std::string& name : compared) {
+      auto it = in_vault.find(name);
+      if (it == in_vault.end()) continue;
       std::string child = shown;
       child.append("/").append(name);
       SIGILFS_RETURN_IF_ERROR(
-          Entry(vault.PathOf(name), child, plain, vault, tree_.NameOf(vault, *in_vault.at(name))));
+          Report(Entry(vault.PathOf(name), child, plain, vault, tree_.NameOf(vault, *it->second))));
     }
     return Status::Ok();
   }
@@ -131,14 +154,17 @@ class Comparer {
     if (!p.ok()) return p.status().WithContext(shown);
     auto c = tree_.StatStored(vault_dir, name);
     if (!c.ok()) return c.status();
-    SIGILFS_RETURN_IF_ERROR(Attributes(path, *p, *c));
+    // Entries of different types are not compared further; other differences of attributes
+    // are reported and the comparison goes on into the entry.
+    if ((p->st_mode & S_IFMT) != (c->st_mode & S_IFMT)) return Differ(path, "types");
+    SIGILFS_RETURN_IF_ERROR(Report(Attributes(path, *p, *c)));
     // Recorded as first looked at: a change made while (or after) it is compared shows later.
-    if (seen_) seen_(path, *p);
+    if (o_.seen) o_.seen(path, *p);
     if (S_ISDIR(p->st_mode)) {
       auto plain = plain_dir.OpenDir(name.plain());
       if (!plain.ok()) return plain.status().WithContext(shown);
       SIGILFS_ASSIGN_OR_RETURN(auto vault, tree_.OpenDir(vault_dir, name));
-      SIGILFS_RETURN_IF_ERROR(Xattrs(path, shown, **plain, *vault, ""));
+      SIGILFS_RETURN_IF_ERROR(Report(Xattrs(path, shown, **plain, *vault, "")));
       return Directory(shown, **plain, *vault);
     }
     // Hard links: the same plain inode is always the same vault inode, and the other way round.
@@ -179,6 +205,7 @@ class Comparer {
                       plain_buf_.begin()))
         return Differ(path, "contents");
       offset += n;
+      if (o_.compared) o_.compared(n);
     }
     uint8_t extra;
     auto more = (*plain)->ReadAt({&extra, 1}, static_cast<uint64_t>(p.st_size));
@@ -187,7 +214,7 @@ class Comparer {
   }
 
   Tree& tree_;
-  const std::function<void(const std::string&, const struct stat&)>& seen_;
+  const CompareOptions& o_;
   std::vector<uint8_t> plain_buf_, vault_buf_;  // plaintext: wiped when done
   std::map<InodeKey, InodeKey> plain_to_vault_, vault_to_plain_;
   uint64_t entries_ = 0;
@@ -195,17 +222,24 @@ class Comparer {
 
 }  // namespace
 
-Result<uint64_t> CompareWithPlain(
-    Tree& tree, const Tree::Dir& vault, BackingDir& plain, const std::string& shown,
-    const std::function<void(const std::string&, const struct stat&)>& seen) {
+Result<uint64_t> CompareWithPlain(Tree& tree, const Tree::Dir& vault, BackingDir& plain,
+                                  const std::string& shown, const CompareOptions& options) {
   auto p = plain.Stat("");
   if (!p.ok()) return p.status().WithContext(shown);
   SIGILFS_ASSIGN_OR_RETURN(struct stat c, tree.StatStored(vault, ""));
-  Comparer comparer(tree, seen);
-  SIGILFS_RETURN_IF_ERROR(Comparer::Attributes(vault.path(), *p, c));
-  SIGILFS_RETURN_IF_ERROR(comparer.Xattrs(vault.path(), shown, plain, vault, ""));
+  Comparer comparer(tree, options);
+  SIGILFS_RETURN_IF_ERROR(comparer.Report(Comparer::Attributes(vault.path(), *p, c)));
+  SIGILFS_RETURN_IF_ERROR(comparer.Report(comparer.Xattrs(vault.path(), shown, plain, vault, "")));
   SIGILFS_RETURN_IF_ERROR(comparer.Directory(shown, plain, vault));
   return comparer.entries();
+}
+
+Result<uint64_t> CompareWithPlain(
+    Tree& tree, const Tree::Dir& vault, BackingDir& plain, const std::string& shown,
+    const std::function<void(const std::string&, const struct stat&)>& seen) {
+  CompareOptions options;
+  options.seen = seen;
+  return CompareWithPlain(tree, vault, plain, shown, options);
 }
 
 }  // namespace sigilfs::core

@@ -12,6 +12,8 @@ Result<VolumeKeys> DeriveVolumeKeys(ByteSpan master_key) {
                            crypt::HkdfSha256(master_key, {}, AsBytes("sigilfs v1 content"), 32));
   SIGILFS_ASSIGN_OR_RETURN(keys.names,
                            crypt::HkdfSha256(master_key, {}, AsBytes("sigilfs v1 names"), 64));
+  SIGILFS_ASSIGN_OR_RETURN(keys.reverse,
+                           crypt::HkdfSha256(master_key, {}, AsBytes("sigilfs v1 reverse"), 32));
   return keys;
 }
 

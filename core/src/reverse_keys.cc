@@ -18,7 +18,12 @@ Result<std::unique_ptr<ReverseKeys>> ReverseKeys::Derive(ByteSpan master_key) {
   if (master_key.size() != 32) return Status(Code::kInvalidArgument, "master key must be 32 bytes");
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes subkey,
                            crypt::HkdfSha256(master_key, {}, AsBytes("sigilfs v1 reverse"), 32));
-  return std::unique_ptr<ReverseKeys>(new ReverseKeys(subkey.span()));
+  return FromSubkey(subkey.span());
+}
+
+Result<std::unique_ptr<ReverseKeys>> ReverseKeys::FromSubkey(ByteSpan subkey) {
+  if (subkey.size() != 32) return Status(Code::kInvalidArgument, "reverse key must be 32 bytes");
+  return std::unique_ptr<ReverseKeys>(new ReverseKeys(subkey));
 }
 
 DirIv ReverseKeys::DirIvOf(std::string_view path) const {
@@ -30,6 +35,15 @@ DirIv ReverseKeys::DirIvOf(std::string_view path) const {
 
 FileNonce ReverseKeys::FileNonceOf(std::string_view path) const {
   const crypt::Sha256Digest mac = mac_.Mac({Label(std::string_view("file\0", 5)), AsBytes(path)});
+  FileNonce nonce;
+  std::copy_n(mac.begin(), nonce.size(), nonce.begin());
+  return nonce;
+}
+
+FileNonce ReverseKeys::FileNonceOfInode(uint64_t ino) const {
+  uint8_t le[8];
+  StoreLe64(le, ino);
+  const crypt::Sha256Digest mac = mac_.Mac({Label(std::string_view("inode\0", 6)), le});
   FileNonce nonce;
   std::copy_n(mac.begin(), nonce.size(), nonce.begin());
   return nonce;

@@ -17,7 +17,7 @@ namespace {
 
 constexpr size_t kMaxConfigSize = size_t{64} << 10;
 
-std::string ConfigPath(const std::string& dir) { return dir + "/" + kConfigFileName; }
+std::string ConfigPath(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
 // Fills the KDF fields with a fresh salt and wraps `master_key` under `passphrase`.
 Status WrapMasterKey(ByteSpan master_key, ByteSpan passphrase, const crypt::Argon2Params& kdf,
@@ -90,22 +90,44 @@ Status Vault::Create(const std::string& dir, ByteSpan passphrase, const VaultCre
   return WriteFileAtomic(dir, kConfigFileName, SerializeConfig(config), /*exclusive=*/true);
 }
 
-Result<VaultConfig> Vault::LoadConfig(const std::string& dir) {
-  auto text = ReadSmallFile(ConfigPath(dir), kMaxConfigSize);
+Status Vault::CreateReverse(const std::string& plain_dir, ByteSpan passphrase,
+                            const VaultCreateOptions& opts) {
+  SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(opts.kdf));
+  VaultConfig config;
+  config.cipher = opts.cipher;
+  crypt::SecureBytes master(kMasterKeySize);
+  crypt::RandomBytes(master.mutable_span());
+  SIGILFS_RETURN_IF_ERROR(WrapMasterKey(master.span(), passphrase, opts.kdf, config));
+  // No IV file: the view derives every directory's IV (ReverseKeys).
+  Status s = WriteFileAtomic(plain_dir, kReverseConfigFileName, SerializeConfig(config),
+                             /*exclusive=*/true);
+  if (s.code() == Code::kExists)
+    return Status(Code::kExists, plain_dir + " already has a reverse config (" +
+                                     kReverseConfigFileName + ")");
+  return s;
+}
+
+Result<VaultConfig> Vault::LoadConfig(const std::string& dir, const std::string& config_name) {
+  const std::string path = ConfigPath(dir, config_name);
+  auto text = ReadSmallFile(path, kMaxConfigSize);
   if (!text.ok()) {
-    if (text.status().code() == Code::kNotFound)
-      return Status(Code::kNotFound,
-                    "no vault config " + ConfigPath(dir) +
-                        " (is this a sigilfs vault? create one with 'sigilfs init')");
+    if (text.status().code() == Code::kNotFound) {
+      if (config_name == kReverseConfigFileName)
+        return Status(Code::kNotFound, "no reverse config " + path +
+                                           " (make one with 'sigilfs init --reverse')");
+      return Status(Code::kNotFound, "no vault config " + path +
+                                         " (is this a sigilfs vault? create one with 'sigilfs init')");
+    }
     return text.status();
   }
   auto config = ParseConfig(*text);
-  if (!config.ok()) return config.status().WithContext(ConfigPath(dir));
+  if (!config.ok()) return config.status().WithContext(path);
   return config;
 }
 
-Result<std::unique_ptr<Vault>> Vault::Unlock(const std::string& dir, ByteSpan passphrase) {
-  SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir));
+Result<std::unique_ptr<Vault>> Vault::Unlock(const std::string& dir, ByteSpan passphrase,
+                                             const std::string& config_name) {
+  SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir, config_name));
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes master, UnwrapMasterKey(config, passphrase));
   SIGILFS_ASSIGN_OR_RETURN(VolumeKeys keys, DeriveVolumeKeys(master.span()));
   return std::unique_ptr<Vault>(new Vault(dir, std::move(config), std::move(keys)));
@@ -113,14 +135,15 @@ Result<std::unique_ptr<Vault>> Vault::Unlock(const std::string& dir, ByteSpan pa
 
 Status Vault::ChangePassphrase(const std::string& dir, ByteSpan old_passphrase,
                                ByteSpan new_passphrase,
-                               std::optional<crypt::Argon2Params> new_kdf) {
-  SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir));
+                               std::optional<crypt::Argon2Params> new_kdf,
+                               const std::string& config_name) {
+  SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir, config_name));
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes master, UnwrapMasterKey(config, old_passphrase));
   const crypt::Argon2Params kdf = new_kdf.value_or(config.kdf);
   SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(kdf));
   SIGILFS_RETURN_IF_ERROR(WrapMasterKey(master.span(), new_passphrase, kdf, config));
   // Rename over the old config: a crash leaves either the old or the new one, never neither.
-  return WriteFileAtomic(dir, kConfigFileName, SerializeConfig(config), /*exclusive=*/false);
+  return WriteFileAtomic(dir, config_name, SerializeConfig(config), /*exclusive=*/false);
 }
 
 }  // namespace sigilfs::core

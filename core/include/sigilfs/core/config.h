@@ -14,6 +14,9 @@
 namespace sigilfs::core {
 
 inline constexpr char kConfigFileName[] = "sigilfs.conf";
+// Reverse mode's config, in the plain directory whose encrypted view it opens: the same
+// contents as a vault's, shown in the view as its kConfigFileName.
+inline constexpr char kReverseConfigFileName[] = ".sigilfs-reverse.conf";
 inline constexpr int kVaultFormatVersion = 1;
 inline constexpr size_t kMasterKeySize = 32;
 

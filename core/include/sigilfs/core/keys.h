@@ -11,6 +11,7 @@ namespace sigilfs::core {
 struct VolumeKeys {
   crypt::SecureBytes content;  // 32 bytes: parent of per-file page keys
   crypt::SecureBytes names;    // 64 bytes: AES-256-SIV key for file names
+  crypt::SecureBytes reverse;  // 32 bytes: reverse mode's derivations (ReverseKeys)
 };
 
 Result<VolumeKeys> DeriveVolumeKeys(ByteSpan master_key);

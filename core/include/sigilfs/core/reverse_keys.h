@@ -20,12 +20,17 @@ class ReverseKeys {
  public:
   // From a vault's 32-byte master key (HKDF label "sigilfs v1 reverse").
   static Result<std::unique_ptr<ReverseKeys>> Derive(ByteSpan master_key);
+  // From the subkey itself (VolumeKeys::reverse, derived with that label).
+  static Result<std::unique_ptr<ReverseKeys>> FromSubkey(ByteSpan subkey);
 
   // A directory's IV, from its plain path below the tree's root ("" for the root).
   DirIv DirIvOf(std::string_view path) const;
   // A regular file's header nonce, from its plain path: the same file keeps its nonce (and so
   // its unchanged pages their bytes) while it changes.
   FileNonce FileNonceOf(std::string_view path) const;
+  // The header nonce of a file with several names (hard links), from its inode number: every
+  // name shows the same bytes, as a copy that keeps the links needs.
+  FileNonce FileNonceOfInode(uint64_t ino) const;
   // A unit's nonce, `out.size()` bytes (the AEAD's nonce size, at most 32): a synthetic nonce
   // over the unit's file, place, kind and plaintext. It repeats only where all of them do, and
   // then the unit sealed under it is the same bytes.

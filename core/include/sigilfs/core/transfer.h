@@ -62,14 +62,29 @@ Result<uint64_t> ExportEntry(Tree& tree, const Tree::Dir& from, std::string_view
                              BackingDir& to, std::string_view to_name, const std::string& shown,
                              const ExportOptions& options);
 
+// What CompareWithPlain leaves out and how it reports.
+struct CompareOptions {
+  // Plain entries not compared (by vault path and plain stat): a reverse view's config, entries
+  // a backup excludes. The vault may not hold them either.
+  std::function<bool(const std::string& path, const struct stat& plain)> skip;
+  // Each difference (kCorrupt naming the vault path, or the error that stopped the comparison
+  // of an entry), after which the comparison goes on. Without it the first difference ends it.
+  std::function<void(const Status&)> difference;
+  // Called with each entry's vault path and plain stat as first looked at.
+  std::function<void(const std::string& path, const struct stat& plain)> seen;
+  ByteProgress compared;  // told of file data as it is compared
+};
+
 // Proof that plain directory `plain` (`shown` in messages) and vault directory `vault` hold the
 // same tree, read back through the vault's own code: names, types, contents, sizes, modes,
 // owners, modification times (access times are not compared: reading a symlink's target moves
 // it), device numbers, symlink targets, hard-link identity, `user.*` attributes and POSIX ACLs
 // (compared as ACLs: the ids of unnamed entries do not count), the two
-// directories' own included. The first difference is kCorrupt with its vault path; on success,
-// the number of entries compared. `seen` (if given) is called with each entry's vault path and
-// plain stat as first looked at.
+// directories' own included. The first difference is kCorrupt with its vault path (with
+// `options.difference`: each is reported there and the result is the count compared all the
+// same); on success, the number of entries compared.
+Result<uint64_t> CompareWithPlain(Tree& tree, const Tree::Dir& vault, BackingDir& plain,
+                                  const std::string& shown, const CompareOptions& options);
 Result<uint64_t> CompareWithPlain(
     Tree& tree, const Tree::Dir& vault, BackingDir& plain, const std::string& shown,
     const std::function<void(const std::string& path, const struct stat& plain)>& seen = {});

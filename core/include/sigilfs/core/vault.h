@@ -26,17 +26,27 @@ class Vault {
   // a random master key, wrapped under an Argon2id key of `passphrase`, written atomically.
   static Status Create(const std::string& dir, ByteSpan passphrase, const VaultCreateOptions& opts);
 
-  // Reads and checks `dir`/sigilfs.conf without a passphrase (for `sigilfs info`).
-  static Result<VaultConfig> LoadConfig(const std::string& dir);
+  // Reverse mode (sigilfs/core/reverse.h): a config for the encrypted view of plain directory
+  // `plain_dir` (which may hold anything), written there as kReverseConfigFileName (kExists if
+  // one is there already).
+  static Status CreateReverse(const std::string& plain_dir, ByteSpan passphrase,
+                              const VaultCreateOptions& opts);
+
+  // Reads and checks `dir`/sigilfs.conf (or `config_name`) without a passphrase.
+  static Result<VaultConfig> LoadConfig(const std::string& dir,
+                                        const std::string& config_name = kConfigFileName);
 
   // Unwraps the master key: kWrongPassphrase if it does not open (or any bound field changed).
-  static Result<std::unique_ptr<Vault>> Unlock(const std::string& dir, ByteSpan passphrase);
+  // `config_name`: kReverseConfigFileName for a reverse view's plain directory.
+  static Result<std::unique_ptr<Vault>> Unlock(const std::string& dir, ByteSpan passphrase,
+                                               const std::string& config_name = kConfigFileName);
 
   // Re-wraps the master key under `new_passphrase` (with `new_kdf` cost if given, and always a
   // fresh salt and nonce). The data is untouched; the config is replaced atomically.
   static Status ChangePassphrase(const std::string& dir, ByteSpan old_passphrase,
                                  ByteSpan new_passphrase,
-                                 std::optional<crypt::Argon2Params> new_kdf = std::nullopt);
+                                 std::optional<crypt::Argon2Params> new_kdf = std::nullopt,
+                                 const std::string& config_name = kConfigFileName);
 
   const std::string& dir() const { return dir_; }
   const VaultConfig& config() const { return config_; }

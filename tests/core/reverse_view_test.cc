@@ -1,0 +1,331 @@
+// Reverse mode's view (core/reverse.h) without FUSE: a copy of the view is a vault of the plain
+// tree, the view is the same bytes every time, changes show as few units, and it takes no writes.
+#include "sigilfs/core/reverse.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sigilfs/core/acl.h"
+#include "sigilfs/core/transfer.h"
+#include "sigilfs/core/tree.h"
+#include "test_support/pattern.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+ByteSpan Bytes(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+void WriteFile(const fs::path& p, const std::vector<uint8_t>& data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+
+// Everything a store holds below `dir`, as bytes: contents, targets, attributes, kinds, modes,
+// times and which names share an inode; what a backup of it would copy.
+void Snapshot(BackingDir& dir, const std::string& prefix, std::map<std::string, std::string>& out) {
+  std::vector<std::string> names;
+  ASSERT_TRUE(dir.List(0, [&](const BackingEntry& e) {
+                   names.push_back(e.name);
+                   return true;
+                 }).ok());
+  for (const std::string& name : names) {
+    const std::string path = prefix + name;
+    struct stat st = *dir.Stat(name);
+    std::string text = std::to_string(st.st_mode) + " " + std::to_string(st.st_size) + " " +
+                       std::to_string(st.st_mtim.tv_sec) + " " + std::to_string(st.st_ino);
+    if (S_ISREG(st.st_mode)) {
+      auto file = std::move(dir.OpenFile(name, {.write = false})).value();
+      std::string bytes(st.st_size, '\0');
+      ASSERT_EQ(*file->ReadAt({reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()}, 0),
+                bytes.size())
+          << path;
+      text += " " + bytes;
+    }
+    if (S_ISLNK(st.st_mode)) text += " -> " + *dir.ReadSymlink(name);
+    auto attrs = dir.ListXattrs(name);
+    if (attrs.ok())
+      for (const std::string& a : *attrs) {
+        auto v = *dir.GetXattr(name, a);
+        text += " " + a + "=" + std::string(v.begin(), v.end());
+      }
+    out[path] = text;
+    if (S_ISDIR(st.st_mode)) Snapshot(**dir.OpenDir(name), path + "/", out);
+  }
+}
+
+// Copies store `from` into `to` as a backup tool would (rsync -aHX): every entry, its bytes,
+// mode, times, `user.*` attributes, and names of one inode as hard links.
+void CopyStore(BackingDir& from, BackingDir& to, std::map<uint64_t, std::pair<BackingDir*, std::string>>& inodes,
+               std::vector<std::unique_ptr<BackingDir>>& keep) {
+  std::vector<BackingEntry> entries;
+  ASSERT_TRUE(from.List(0, [&](const BackingEntry& e) {
+                   entries.push_back(e);
+                   return true;
+                 }).ok());
+  for (const BackingEntry& e : entries) {
+    auto st = from.Stat(e.name);
+    ASSERT_TRUE(st.ok()) << e.name << ": " << st.status().ToString();
+    if (!S_ISDIR(st->st_mode) && st->st_nlink > 1) {
+      auto it = inodes.find(st->st_ino);
+      if (it != inodes.end()) {
+        ASSERT_TRUE(it->second.first->Link(it->second.second, to, e.name).ok());
+        continue;
+      }
+    }
+    if (S_ISDIR(st->st_mode)) {
+      ASSERT_TRUE(to.MakeDir(e.name, 0700).ok());
+      auto sub_from = std::move(from.OpenDir(e.name)).value();
+      keep.push_back(std::move(to.OpenDir(e.name)).value());
+      CopyStore(*sub_from, *keep.back(), inodes, keep);
+    } else if (S_ISREG(st->st_mode)) {
+      auto in = from.OpenFile(e.name, {.write = false});
+      ASSERT_TRUE(in.ok()) << e.name << ": " << in.status().ToString();
+      std::vector<uint8_t> bytes(st->st_size);
+      ASSERT_EQ(*(*in)->ReadAt(bytes, 0), bytes.size());
+      auto out = std::move(to.OpenFile(e.name, {.create = true, .exclusive = true})).value();
+      const ByteSpan parts[] = {bytes};
+      ASSERT_TRUE(out->WriteAt(parts, 0).ok());
+    } else if (S_ISLNK(st->st_mode)) {
+      ASSERT_TRUE(to.MakeSymlink(e.name, *from.ReadSymlink(e.name)).ok());
+    } else {
+      ASSERT_TRUE(to.MakeNode(e.name, st->st_mode, st->st_rdev).ok());
+    }
+    if (!S_ISDIR(st->st_mode) && st->st_nlink > 1) inodes[st->st_ino] = {&to, e.name};
+    if (!S_ISLNK(st->st_mode)) {
+      const std::vector<std::string> attrs = *from.ListXattrs(e.name);
+      for (const std::string& a : attrs)
+        ASSERT_TRUE(to.SetXattr(e.name, a, *from.GetXattr(e.name, a)).ok()) << a;
+      ASSERT_TRUE(to.SetMode(e.name, st->st_mode & 07777).ok());
+    }
+    const struct timespec times[2] = {st->st_atim, st->st_mtim};
+    ASSERT_TRUE(to.SetTimes(e.name, times).ok());
+  }
+}
+
+class ReverseViewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    plain_ = temp_.path() / "plain";
+    fs::create_directories(plain_ / "docs" / "deep");
+    WriteFile(plain_ / "empty", {});
+    WriteFile(plain_ / "one", {'x'});
+    WriteFile(plain_ / "page", test::Pattern(4096, 1));
+    WriteFile(plain_ / "docs" / "big", test::Pattern(200000, 2));
+    WriteFile(plain_ / "docs" / "deep" / "odd", test::Pattern(4097, 3));
+    WriteFile(plain_ / "docs" / std::string(250, 'L'), test::Pattern(10, 4));
+    fs::create_directory(plain_ / "docs" / std::string(240, 'D'));
+    WriteFile(plain_ / "docs" / std::string(240, 'D') / "inside", test::Pattern(5, 5));
+    fs::create_symlink("../page", plain_ / "docs" / "link");
+    fs::create_symlink(std::string(300, 't'), plain_ / "dangling");
+    fs::create_hard_link(plain_ / "docs" / "big", plain_ / "big-again");
+    ASSERT_EQ(::mkfifo((plain_ / "fifo").c_str(), 0640), 0);
+    ASSERT_EQ(::chmod((plain_ / "one").c_str(), 0751), 0);
+    ASSERT_EQ(::setxattr((plain_ / "page").c_str(), "user.note", "hello", 5, 0), 0);
+    ASSERT_EQ(::setxattr((plain_ / "docs").c_str(), "user.dir", "d", 1, 0), 0);
+    const std::vector<uint8_t> access = acl::Serialize(acl::Acl({{acl::kUserObj, 6, acl::kUndefinedId},
+                                                                 {acl::kUser, 4, 65534},
+                                                                 {acl::kGroupObj, 4, acl::kUndefinedId},
+                                                                 {acl::kMask, 4, acl::kUndefinedId},
+                                                                 {acl::kOther, 0, acl::kUndefinedId}}));
+    acls_ = ::setxattr((plain_ / "one").c_str(), std::string(acl::kAccessName).c_str(), access.data(), access.size(),
+                       0) == 0;
+    VaultCreateOptions cheap;
+    cheap.kdf = crypt::Argon2ParamsFor(crypt::KdfPreset::kTest);
+    ASSERT_TRUE(Vault::CreateReverse(plain_.string(), Bytes("pass"), cheap).ok());
+    vault_ = std::move(Vault::Unlock(plain_.string(), Bytes("pass"), kReverseConfigFileName)).value();
+  }
+
+  std::unique_ptr<BackingDir> View() {
+    auto view = OpenReverseView(*vault_, std::move(OpenPosixBackingDir(plain_.string())).value());
+    EXPECT_TRUE(view.ok()) << view.status().ToString();
+    return std::move(view).value();
+  }
+
+  std::map<std::string, std::string> SnapshotOfView() {
+    std::map<std::string, std::string> snap;
+    Snapshot(*View(), "", snap);
+    return snap;
+  }
+
+  // The plain tree compared with the vault in `dir` (a copy of the view), through the vault's
+  // own reader: the number of entries compared, or the first difference.
+  Result<uint64_t> CompareCopy(const fs::path& dir) {
+    SIGILFS_ASSIGN_OR_RETURN(auto vault, Vault::Unlock(dir.string(), Bytes("pass")));
+    SIGILFS_ASSIGN_OR_RETURN(auto volume, Volume::Open(std::move(vault), {}));
+    SIGILFS_ASSIGN_OR_RETURN(auto tree, Tree::Open(*volume));
+    SIGILFS_ASSIGN_OR_RETURN(auto root, tree->Root());
+    SIGILFS_ASSIGN_OR_RETURN(auto plain, OpenPosixBackingDir(plain_.string()));
+    CompareOptions options;
+    options.skip = [](const std::string& path, const struct stat&) {
+      return path == kReverseConfigFileName;
+    };
+    return CompareWithPlain(*tree, *root, *plain, plain_.string(), options);
+  }
+
+  fs::path Copy() {
+    const fs::path copy = temp_.path() / ("copy" + std::to_string(copies_++));
+    fs::create_directory(copy);
+    auto to = std::move(OpenPosixBackingDir(copy.string())).value();
+    std::map<uint64_t, std::pair<BackingDir*, std::string>> inodes;
+    std::vector<std::unique_ptr<BackingDir>> keep;
+    auto view = View();
+    CopyStore(*view, *to, inodes, keep);
+    const struct stat root = *view->Stat("");
+    EXPECT_TRUE(to->SetMode("", root.st_mode & 07777).ok());
+    const struct timespec times[2] = {root.st_atim, root.st_mtim};
+    EXPECT_TRUE(to->SetTimes("", times).ok());
+    return copy;
+  }
+
+  test::TempDir temp_;
+  fs::path plain_;
+  std::unique_ptr<Vault> vault_;
+  bool acls_ = false;
+  int copies_ = 0;
+};
+
+TEST_F(ReverseViewTest, ACopyOfTheViewIsAVaultHoldingThePlainTree) {
+  const fs::path copy = Copy();
+  EXPECT_TRUE(fs::exists(copy / kConfigFileName));
+  EXPECT_TRUE(fs::exists(copy / kDirIvFileName));
+  EXPECT_FALSE(fs::exists(copy / kReverseConfigFileName));
+  auto compared = CompareCopy(copy);
+  ASSERT_TRUE(compared.ok()) << compared.status().ToString();
+  EXPECT_EQ(*compared, 14u);  // every entry but the reverse config
+  // The copy's names and bytes are ciphertext: no plain name or page shows in it.
+  for (const auto& e : fs::recursive_directory_iterator(copy)) {
+    EXPECT_EQ(e.path().filename().string().find("docs"), std::string::npos);
+    EXPECT_EQ(e.path().filename().string().find("LLLL"), std::string::npos);
+  }
+}
+
+TEST_F(ReverseViewTest, TheForwardTreeReadsThePlainTreeThroughTheView) {
+  auto volume = std::move(Volume::Open(std::move(Vault::Unlock(plain_.string(), Bytes("pass"),
+                                                               kReverseConfigFileName))
+                                           .value(),
+                                       {}))
+                    .value();
+  auto tree = std::move(Tree::Open(*volume, View())).value();
+  auto root = std::move(tree->Root()).value();
+  auto plain = std::move(OpenPosixBackingDir(plain_.string())).value();
+  CompareOptions options;
+  options.skip = [](const std::string& path, const struct stat&) {
+    return path == kReverseConfigFileName;
+  };
+  auto compared = CompareWithPlain(*tree, *root, *plain, plain_.string(), options);
+  ASSERT_TRUE(compared.ok()) << compared.status().ToString();
+  EXPECT_EQ(*compared, 14u);
+}
+
+TEST_F(ReverseViewTest, TheSameTreeIsTheSameBytesAndAChangedPageChangesOneUnit) {
+  const auto first = SnapshotOfView();
+  EXPECT_EQ(first, SnapshotOfView());
+  // Another unlock of the same config derives the same keys, so the same view.
+  vault_ = std::move(Vault::Unlock(plain_.string(), Bytes("pass"), kReverseConfigFileName)).value();
+  EXPECT_EQ(first, SnapshotOfView());
+
+  // One page of the 200,000-byte file changes: its cipher file changes in that unit only.
+  std::vector<uint8_t> big = test::Pattern(200000, 2);
+  big[5 * 4096 + 7] ^= 1;
+  {
+    std::fstream f(plain_ / "docs" / "big", std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(5 * 4096 + 7);
+    f.put(static_cast<char>(big[5 * 4096 + 7]));
+  }
+  const auto second = SnapshotOfView();
+  size_t changed_entries = 0;
+  for (const auto& [path, text] : first) {
+    if (second.at(path) == text) continue;
+    ++changed_entries;
+    size_t lo = 0, hi = text.size();
+    while (lo < hi && text[lo] == second.at(path)[lo]) ++lo;
+    while (hi > lo && text[hi - 1] == second.at(path)[hi - 1]) --hi;
+    EXPECT_LE(hi - lo, 4096u + 28u) << path;  // within one unit (nonce, page, tag)
+  }
+  EXPECT_EQ(changed_entries, 2u);  // the file, under both of its names
+}
+
+TEST_F(ReverseViewTest, WritesAreRefusedWithEROFS) {
+  auto view = View();
+  EXPECT_EQ(view->MakeDir("x", 0700).sys_errno(), EROFS);
+  EXPECT_EQ(view->Unlink(kDirIvFileName).sys_errno(), EROFS);
+  EXPECT_EQ(view->SetMode("", 0700).sys_errno(), EROFS);
+  std::string stored;
+  ASSERT_TRUE(view->List(0, [&](const BackingEntry& e) {
+                     if (e.name != kDirIvFileName && e.name != kConfigFileName) stored = e.name;
+                     return stored.empty();
+                   }).ok());
+  EXPECT_EQ(view->OpenFile(stored, {.write = true}).status().sys_errno(), EROFS);
+  EXPECT_EQ(view->SetXattr(stored, "user.x", Bytes("v")).sys_errno(), EROFS);
+  EXPECT_EQ(view->Stat("no.such").status().sys_errno(), ENOENT);
+  EXPECT_EQ(view->Stat("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA").status().sys_errno(), ENOENT);
+}
+
+TEST_F(ReverseViewTest, AFileChangingWhileReadGivesUnitsThatEachOpen) {
+  const fs::path copy = Copy();
+  // The big file's stored path, found in the copy (the view has the same names).
+  std::string big_stored;
+  for (const auto& e : fs::recursive_directory_iterator(copy))
+    if (!e.is_symlink() && e.is_regular_file() && e.file_size() > 150000 && e.path().parent_path() != copy)
+      big_stored = fs::relative(e.path(), copy).string();
+  ASSERT_FALSE(big_stored.empty());
+  auto object = View()->OpenObject(big_stored);
+  ASSERT_TRUE(object.ok()) << object.status().ToString();
+  auto file = std::move((*object)->OpenFile("", {.write = false})).value();
+  const uint64_t size = *file->Size();
+  std::vector<uint8_t> bytes(size);
+  ASSERT_EQ(*file->ReadAt(MutableByteSpan(bytes).first(10000), 0), 10000u);
+  WriteFile(plain_ / "docs" / "big", test::Pattern(200000, 9));
+  for (uint64_t at = 10000; at < size; at += 70001) {
+    const size_t n = std::min<uint64_t>(70001, size - at);
+    ASSERT_EQ(*file->ReadAt(MutableByteSpan(bytes).subspan(at, n), at), n);
+  }
+  {
+    std::ofstream out(copy / big_stored, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(size));
+  }
+  // Every page of the copy opens, and is the old page or the new one.
+  auto unlocked = std::move(Vault::Unlock(copy.string(), Bytes("pass"))).value();
+  auto volume = std::move(Volume::Open(std::move(unlocked), {})).value();
+  auto tree = std::move(Tree::Open(*volume)).value();
+  auto dir = std::move(tree->Walk("docs")).value();
+  auto contents = tree->OpenFile(*dir, "big", false);
+  ASSERT_TRUE(contents.ok()) << contents.status().ToString();
+  const std::vector<uint8_t> before = test::Pattern(200000, 2), after = test::Pattern(200000, 9);
+  std::vector<uint8_t> page(4096);
+  size_t old_pages = 0, new_pages = 0;
+  for (uint64_t at = 0; at < 200000; at += 4096) {
+    auto n = (*contents)->Read(at, page);
+    ASSERT_TRUE(n.ok()) << "page at " << at << ": " << n.status().ToString();
+    const bool is_old = std::equal(page.begin(), page.begin() + *n, before.begin() + at);
+    const bool is_new = std::equal(page.begin(), page.begin() + *n, after.begin() + at);
+    ASSERT_TRUE(is_old || is_new) << "page at " << at;
+    old_pages += is_old;
+    new_pages += is_new;
+  }
+  EXPECT_EQ(old_pages, 3u);  // the pages the first read covered, the straddling one included
+  EXPECT_GT(new_pages, 40u);
+
+  // A file that shrinks while open fails the read rather than give units that do not open.
+  auto again = std::move((*object)->OpenFile("", {.write = false})).value();
+  fs::resize_file(plain_ / "docs" / "big", 1000);
+  std::vector<uint8_t> tail(8192);
+  EXPECT_EQ(again->ReadAt(tail, 100000).status().sys_errno(), EIO);
+}
+
+}  // namespace
+}  // namespace sigilfs::core
