@@ -228,6 +228,7 @@ Result<uint64_t> CompareWithPlain(Tree& tree, const Tree::Dir& vault, BackingDir
   if (!p.ok()) return p.status().WithContext(shown);
   SIGILFS_ASSIGN_OR_RETURN(struct stat c, tree.StatStored(vault, ""));
   Comparer comparer(tree, options);
+  if (!options.root_times) c.st_mtim = p->st_mtim;
   SIGILFS_RETURN_IF_ERROR(comparer.Report(Comparer::Attributes(vault.path(), *p, c)));
   SIGILFS_RETURN_IF_ERROR(comparer.Report(comparer.Xattrs(vault.path(), shown, plain, vault, "")));
   SIGILFS_RETURN_IF_ERROR(comparer.Directory(shown, plain, vault));

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/kdf.h"
@@ -24,6 +25,18 @@ void RegisterVerityCommands(CLI::App& app, Action& action);    // verity enable,
 void RegisterFsckCommand(CLI::App& app, Action& action);       // fsck
 void RegisterTransferCommands(CLI::App& app, Action& action);  // export, import
 void RegisterHomeCommands(CLI::App& app, Action& action);      // home setup, home undo
+void RegisterReverseCommands(CLI::App& app, Action& action);   // reverse, verify-backup
+
+// `sigilfs reverse PLAINDIR MOUNTPOINT`, also reached from /etc/fstab through the mount
+// helper's form with -o reverse.
+struct ReverseArgs {
+  std::string dir;
+  std::string mountpoint;
+  bool foreground = false;
+  std::vector<std::string> options;
+  fuse::PassphraseSource pass;
+};
+int RunReverse(const ReverseArgs& args);
 
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);

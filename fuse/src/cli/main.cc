@@ -19,6 +19,7 @@ int Run(int argc, char** argv) {
   sigilfs::cli::RegisterFsckCommand(app, action);
   sigilfs::cli::RegisterTransferCommands(app, action);
   sigilfs::cli::RegisterHomeCommands(app, action);
+  sigilfs::cli::RegisterReverseCommands(app, action);
   sigilfs::cli::RegisterDemoCommand(app, action);
   // mount.fuse3 (a `fuse.sigilfs` line in /etc/fstab, or mount -t fuse.sigilfs) runs
   // "sigilfs CIPHERDIR MOUNTPOINT -o OPTIONS": without a command name, that means mount.

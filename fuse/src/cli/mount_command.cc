@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
+#include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::cli {
 namespace {
@@ -171,6 +172,7 @@ int RunMount(MountArgs a) {
   if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   d.foreground = a.foreground;
   bool remount = false;
+  bool reverse = false;           // the plain directory's encrypted view (sigilfs reverse)
   bool nonempty = false;          // mount over a directory that holds entries
   std::string unknown;            // the first option neither sigilfs nor FUSE knows
   std::string set_by_sigilfs;     // fsname= or subtype=, which sigilfs sets itself
@@ -189,6 +191,8 @@ int RunMount(MountArgs a) {
         read_only = opt == "ro";
       else if (opt == "remount")
         remount = true;
+      else if (opt == "reverse")
+        reverse = true;
       else if (opt == "noxattr")
         d.xattrs = false;
       else if (opt == "acl" || opt == "noacl")
@@ -219,6 +223,8 @@ int RunMount(MountArgs a) {
   }
   // A remount (mount(8) hands the helper the mount's current options) takes only what it knows.
   if (remount) return RunRemount(d.mountpoint, read_only, atime);
+  if (reverse)  // an /etc/fstab line of an encrypted view
+    return RunReverse({a.dir, a.mountpoint, a.foreground, a.options, a.pass});
   if (!set_by_sigilfs.empty()) {
     std::fprintf(stderr,
                  "sigilfs: the mount option '%s' is sigilfs's own to set (the mount table shows "
@@ -318,17 +324,21 @@ int RunMount(MountArgs a) {
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
-// fusermount3 -u returns once the kernel let go of the mount; the daemon may still be writing
-// back what its last requests left. So that the vault can be used at once (mounted again,
-// imported into) and the disk under it unmounted, this waits until the daemon has ended: its
-// lock on the vault free and its process gone.
-int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
-  const std::optional<std::string> vault = fuse::VaultMountedOn(mountpoint);
-  if (!vault)
-    return Fail(Status(Code::kInvalidArgument,
-                       mountpoint + " is not a sigilfs mount (nothing of sigilfs to unmount)",
-                       EINVAL));
-  const std::optional<fuse::VaultLock::Process> daemon = fuse::VaultLock::HolderOf(*vault);
+// Whether `mountpoint` is a sigilfs reverse view's mount (the last mount there).
+bool IsReverseView(const std::string& mountpoint) {
+  std::error_code ec;
+  std::string point = std::filesystem::absolute(mountpoint, ec).lexically_normal().string();
+  while (point.size() > 1 && point.back() == '/') point.pop_back();
+  const std::string resolved = std::filesystem::weakly_canonical(point, ec).string();
+  bool found = false;
+  for (const fuse::MountInfoEntry& m : fuse::ReadMountInfo())
+    if (m.mount_point == point || m.mount_point == resolved)
+      found = m.type == "fuse.sigilfs-reverse";
+  return found;
+}
+
+// fusermount3 -u MOUNTPOINT: its exit status.
+int Fusermount(const std::string& mountpoint) {
   const pid_t pid = ::fork();
   if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
   if (pid == 0) {
@@ -342,6 +352,22 @@ int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return 0;
+}
+
+// fusermount3 -u returns once the kernel let go of the mount; the daemon may still be writing
+// back what its last requests left. So that the vault can be used at once (mounted again,
+// imported into) and the disk under it unmounted, this waits until the daemon has ended: its
+// lock on the vault free and its process gone.
+int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
+  const std::optional<std::string> vault = fuse::VaultMountedOn(mountpoint);
+  if (!vault && IsReverseView(mountpoint)) return Fusermount(mountpoint);  // nothing to wait for
+  if (!vault)
+    return Fail(Status(Code::kInvalidArgument,
+                       mountpoint + " is not a sigilfs mount (nothing of sigilfs to unmount)",
+                       EINVAL));
+  const std::optional<fuse::VaultLock::Process> daemon = fuse::VaultLock::HolderOf(*vault);
+  if (const int rc = Fusermount(mountpoint); rc != 0) return rc;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   for (auto pause = std::chrono::milliseconds(1);;
        pause = std::min(pause * 2, std::chrono::milliseconds(100))) {

@@ -20,6 +20,7 @@ std::string MemoryText(uint64_t bytes) {
 
 struct InitOptions {
   std::string dir;
+  bool reverse = false;  // a reverse config in a plain directory
   std::string cipher = "aes-256-gcm";
   KdfOptions kdf;
   fuse::PassphraseSource pass;
@@ -35,6 +36,15 @@ int RunInit(const InitOptions& o) {
   core::VaultCreateOptions opts;
   opts.cipher = *cipher;
   opts.kdf = *kdf;
+  if (o.reverse) {
+    if (Status s = core::Vault::CreateReverse(o.dir, pass->span(), opts); !s.ok()) return Fail(s);
+    fmt::print("Made {} ready for encrypted backups ({}, Argon2id {} / {}): its config is {}/{}.\n",
+               o.dir, o.cipher, Counted(kdf->opslimit, "pass", "passes"),
+               MemoryText(kdf->memlimit), o.dir, core::kReverseConfigFileName);
+    fmt::print("'sigilfs reverse {} MOUNTPOINT' shows its encrypted view.\n", o.dir);
+    fmt::print("Keep the passphrase safe: without it a backup cannot be restored.\n");
+    return 0;
+  }
   if (Status s = core::Vault::Create(o.dir, pass->span(), opts); !s.ok()) return Fail(s);
   fmt::print("Created a sigilfs vault in {} ({}, Argon2id {} / {}).\n", o.dir, o.cipher,
              Counted(kdf->opslimit, "pass", "passes"), MemoryText(kdf->memlimit));
@@ -92,8 +102,13 @@ void RegisterVaultCommands(CLI::App& app, Action& action) {
   {
     auto o = std::make_shared<InitOptions>();
     auto* cmd = app.add_subcommand("init", "Create a new vault in an empty (or new) directory");
-    cmd->add_option("CIPHERDIR", o->dir, "Directory that will hold the encrypted files")
+    cmd->add_option("CIPHERDIR", o->dir,
+                    "Directory that will hold the encrypted files (with --reverse: the plain "
+                    "directory to back up)")
         ->required();
+    cmd->add_flag("--reverse", o->reverse,
+                  "Make a plain directory ready for encrypted backups: writes its config "
+                  "(.sigilfs-reverse.conf) there, for 'sigilfs reverse'");
     cmd->add_option("--cipher", o->cipher, "Page cipher: aes-256-gcm or xchacha20-poly1305")
         ->capture_default_str();
     AddKdfOptions(*cmd, o->kdf, "moderate");

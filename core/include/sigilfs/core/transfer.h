@@ -70,6 +70,9 @@ struct CompareOptions {
   // Each difference (kCorrupt naming the vault path, or the error that stopped the comparison
   // of an entry), after which the comparison goes on. Without it the first difference ends it.
   std::function<void(const Status&)> difference;
+  // Whether the two directories' own modification times are compared. A backup's root also
+  // holds the vault's lock file, whose making moves the root's time after the copy was made.
+  bool root_times = true;
   // Called with each entry's vault path and plain stat as first looked at.
   std::function<void(const std::string& path, const struct stat& plain)> seen;
   ByteProgress compared;  // told of file data as it is compared

@@ -1,0 +1,202 @@
+// `sigilfs reverse` (a plain directory's encrypted, read-only view for backups) and
+// `sigilfs verify-backup` (a copy of that view checked against the plain tree, or on its own).
+#include <fmt/core.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "../reverse/view_server.h"
+#include "commands.h"
+#include "progress.h"
+#include "sigilfs/core/check.h"
+#include "sigilfs/core/reverse.h"
+#include "sigilfs/core/transfer.h"
+#include "sigilfs/core/tree.h"
+
+namespace sigilfs::cli {
+namespace {
+
+// Options the view's mount passes to the kernel: who may look, and the access-time and
+// permission options mount(8) and /etc/fstab add.
+bool IsViewFuseOption(const std::string& opt) {
+  static const char* const kKnown[] = {
+      "allow_other", "allow_root", "default_permissions", "nosuid", "suid", "nodev", "dev",
+      "noexec", "exec", "noatime", "atime", "relatime", "strictatime", "nodiratime", "diratime",
+      "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail"};
+  for (const char* k : kKnown)
+    if (opt == k) return true;
+  return opt.starts_with("x-") || opt.starts_with("comment=");
+}
+
+struct VerifyOptions {
+  std::string copy;
+  std::string plain;
+  bool quiet = false;
+  fuse::PassphraseSource pass;
+};
+
+int RunVerifyBackup(const VerifyOptions& o) {
+  fuse::VaultLock lock;
+  auto volume = OpenVolume(o.copy, o.pass, VaultAccess::kRead, lock);
+  if (!volume.ok()) {
+    (void)Fail(volume.status());
+    return 2;
+  }
+  auto tree = core::Tree::Open(**volume);
+  if (!tree.ok()) return Fail(tree.status().WithContext(o.copy));
+  auto root = (*tree)->Root();
+  if (!root.ok()) return Fail(root.status().WithContext(o.copy));
+  uint64_t problems = 0;
+  if (o.plain.empty()) {
+    // Without the plain tree: every name, page and target of the copy must open.
+    Totals totals;
+    if (ProgressLine::WouldShow(o.quiet)) totals = MeasureVault(**volume, (*root)->backing());
+    ProgressLine line("verify-backup", totals.bytes, 0, o.quiet);
+    const core::CheckSummary summary = core::CheckTree(
+        **tree,
+        [&line](const std::string& path, const Status& s) {
+          line.Clear();
+          fmt::print("{}: {}\n", path, s.message());
+        },
+        16, line.Bytes());
+    line.Clear();
+    problems = summary.problems;
+    if (!o.quiet)
+      fmt::print("{}, {} checked: {}\n", Counted(summary.files, "file", "files"),
+                 Counted(summary.directories, "directory", "directories"),
+                 problems == 0 ? "every unit opens" : Counted(problems, "problem", "problems"));
+    return problems == 0 ? 0 : 1;
+  }
+  auto plain = core::OpenPosixBackingDir(o.plain);
+  if (!plain.ok()) return Fail(plain.status());
+  Totals totals;
+  if (ProgressLine::WouldShow(o.quiet))
+    totals = MeasureStore(
+        **plain, [](core::BackingDir&, const std::string&, const struct stat& st) {
+          return static_cast<uint64_t>(st.st_size);
+        });
+  ProgressLine line("verify-backup", totals.bytes, totals.files, o.quiet);
+  core::CompareOptions compare;
+  // The reverse config is the copy's sigilfs.conf, not an entry of the tree.
+  compare.skip = [](const std::string& path, const struct stat&) {
+    return path == core::kReverseConfigFileName;
+  };
+  compare.root_times = false;  // the copy's root holds its lock file too
+  compare.difference = [&](const Status& s) {
+    line.Clear();
+    fmt::print("{}\n", s.message());
+    ++problems;
+  };
+  compare.seen = [&line](const std::string&, const struct stat& st) {
+    if (!S_ISDIR(st.st_mode)) line.AddFile();
+  };
+  compare.compared = line.Bytes();
+  auto compared = core::CompareWithPlain(**tree, **root, **plain, o.plain, compare);
+  line.Clear();
+  if (!compared.ok()) return Fail(compared.status());
+  if (!o.quiet)
+    fmt::print("{} compared with {}: {}\n", Counted(*compared, "entry", "entries"), o.plain,
+               problems == 0 ? "the backup holds the plain tree"
+                             : Counted(problems, "difference", "differences"));
+  return problems == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int RunReverse(const ReverseArgs& a) {
+  std::error_code ec;
+  fuse::ViewServerOptions v;
+  v.mountpoint = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
+  if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
+  v.foreground = a.foreground;
+  fuse::PassphraseSource pass = a.pass;
+  std::string unknown;
+  for (const std::string& group : a.options) {
+    std::stringstream in(group);
+    std::string opt;
+    while (std::getline(in, opt, ',')) {
+      if (opt.empty() || opt == "ro" || opt == "reverse") continue;
+      if (opt.starts_with("passfile="))
+        pass.passfile = opt.substr(9);
+      else if (IsViewFuseOption(opt))
+        v.fuse_options.push_back(opt);
+      else if (unknown.empty())
+        unknown = opt;
+    }
+  }
+  if (!unknown.empty()) {
+    std::fprintf(stderr,
+                 "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
+                 "passfile=, allow_other, allow_root and the mount table's access options)\n",
+                 unknown.c_str());
+    return 2;
+  }
+  struct stat st;
+  if (::stat(a.mountpoint.c_str(), &st) != 0)
+    return Fail(Status::FromErrno(errno, "mount point " + a.mountpoint));
+  if (!S_ISDIR(st.st_mode))
+    return Fail(Status(Code::kInvalidArgument,
+                       "mount point " + a.mountpoint + " is not a directory", ENOTDIR));
+  const std::string plain = std::filesystem::canonical(a.dir, ec).string();
+  if (ec) return Fail(Status::FromErrno(ec.value(), "the plain directory " + a.dir));
+  if (auto config = core::Vault::LoadConfig(plain, core::kReverseConfigFileName); !config.ok())
+    return Fail(config.status());
+  v.source = plain;
+  // As for a mount: no core dump and no reading of this process's memory (keys, plaintext).
+  (void)::prctl(PR_SET_DUMPABLE, 0);
+  const struct rlimit no_core = {0, 0};
+  (void)::setrlimit(RLIMIT_CORE, &no_core);
+  auto secret = fuse::ReadPassphrase(pass, "Passphrase", fuse::PromptMode::kExisting);
+  if (!secret.ok()) return Fail(secret.status());
+  auto vault = core::Vault::Unlock(plain, secret->span(), core::kReverseConfigFileName);
+  if (!vault.ok()) return Fail(vault.status());
+  auto root = core::OpenPosixBackingDir(plain);
+  if (!root.ok()) return Fail(root.status());
+  auto view = core::OpenReverseView(**vault, std::move(root).value());
+  if (!view.ok()) return Fail(view.status());
+  vault->reset();  // the view holds the keys it needs
+  return fuse::ServeView(std::move(view).value(), v);
+}
+
+void RegisterReverseCommands(CLI::App& app, Action& action) {
+  {
+    auto a = std::make_shared<ReverseArgs>();
+    auto* cmd = app.add_subcommand(
+        "reverse", "Mount a plain directory's encrypted view, read only, for backups");
+    cmd->add_option("PLAINDIR", a->dir, "The plain directory (made ready by 'init --reverse')")
+        ->required();
+    cmd->add_option("MOUNTPOINT", a->mountpoint, "Where the encrypted view appears")->required();
+    cmd->add_flag("-f,--foreground", a->foreground, "Stay in the foreground (log to stderr)");
+    cmd->add_option("-o", a->options,
+                    "Mount options: allow_other, allow_root, passfile=FILE, and the mount "
+                    "table's access options");
+    AddPassphraseOptions(*cmd, a->pass, "", "passphrase");
+    cmd->footer(
+        "A copy of the view (rsync -aHX, restic, tar) is a vault: 'sigilfs mount COPY MNT' shows\n"
+        "the plain tree. The same tree gives the same view at every mount, so backups stay\n"
+        "incremental. From /etc/fstab: PLAINDIR MOUNTPOINT fuse.sigilfs reverse,passfile=FILE 0 0\n"
+        "Unmount with 'sigilfs unmount MOUNTPOINT'.");
+    cmd->callback([&action, a] { action = [a] { return RunReverse(*a); }; });
+  }
+  {
+    auto o = std::make_shared<VerifyOptions>();
+    auto* cmd = app.add_subcommand(
+        "verify-backup", "Check a copy of an encrypted view against its plain tree, or on its own");
+    cmd->add_option("COPY", o->copy, "The backup: a copy of the view (a vault)")->required();
+    cmd->add_option("PLAINDIR", o->plain,
+                    "The plain tree to compare with (without it: every unit of the copy must open)");
+    cmd->add_flag("-q,--quiet", o->quiet, "Print only the differences");
+    AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
+    cmd->footer(
+        "Reads the whole copy through the vault's own code. Prints one line per difference and\n"
+        "exits 1 if there is any (2 if the copy cannot be opened).");
+    cmd->callback([&action, o] { action = [o] { return RunVerifyBackup(*o); }; });
+  }
+}
+
+}  // namespace sigilfs::cli

@@ -1,0 +1,320 @@
+// The reverse view's FUSE daemon: a node per name the kernel looked up, each directory's store
+// handle kept open, everything else asked of the store as it is (it is read only, and sealed on
+// read by the store itself).
+#include "view_server.h"
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+#include "../mount/log.h"
+#include "sigilfs/fuse/errno_map.h"
+#include "sigilfs/mutex.h"
+
+namespace sigilfs::fuse {
+namespace {
+
+// Changes in the plain tree show in the view after at most this long.
+constexpr double kTimeout = 1.0;
+
+struct Node {
+  std::shared_ptr<Node> parent;           // null for the root
+  fuse_ino_t parent_ino = 0;
+  std::string name;                       // its stored name in the parent
+  std::shared_ptr<core::BackingDir> dir;  // a directory's handle; null for other kinds
+  uint64_t lookups = 0;
+};
+
+class View {
+ public:
+  explicit View(std::unique_ptr<core::BackingDir> root) {
+    auto node = std::make_shared<Node>();
+    node->dir = std::move(root);
+    node->lookups = 1;
+    nodes_.emplace(FUSE_ROOT_ID, std::move(node));
+  }
+
+  core::BackingDir& root() {
+    MutexLock lock(mu_);
+    return *nodes_.at(FUSE_ROOT_ID)->dir;
+  }
+
+  std::shared_ptr<Node> Get(fuse_ino_t ino) {
+    MutexLock lock(mu_);
+    auto it = nodes_.find(ino);
+    return it == nodes_.end() ? nullptr : it->second;
+  }
+
+  // The node of entry `name` of `parent` (made, or found again), counted as looked up once.
+  fuse_ino_t Remember(const std::shared_ptr<Node>& parent, fuse_ino_t parent_ino,
+                      const std::string& name, std::shared_ptr<core::BackingDir> dir) {
+    MutexLock lock(mu_);
+    auto [it, fresh] = by_name_.try_emplace({parent_ino, name}, next_ino_);
+    if (fresh) {
+      auto node = std::make_shared<Node>();
+      node->parent = parent;
+      node->parent_ino = parent_ino;
+      node->name = name;
+      nodes_.emplace(next_ino_++, std::move(node));
+    }
+    Node& node = *nodes_.at(it->second);
+    node.dir = std::move(dir);  // what the name is now
+    ++node.lookups;
+    return it->second;
+  }
+
+  void Forget(fuse_ino_t ino, uint64_t n) {
+    MutexLock lock(mu_);
+    auto it = nodes_.find(ino);
+    if (it == nodes_.end() || ino == FUSE_ROOT_ID) return;
+    Node& node = *it->second;
+    node.lookups -= std::min(node.lookups, n);
+    if (node.lookups > 0) return;
+    by_name_.erase({node.parent_ino, node.name});
+    nodes_.erase(it);
+  }
+
+ private:
+  Mutex mu_;
+  std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_ SIGILFS_GUARDED_BY(mu_);
+  std::map<std::pair<fuse_ino_t, std::string>, fuse_ino_t> by_name_ SIGILFS_GUARDED_BY(mu_);
+  fuse_ino_t next_ino_ SIGILFS_GUARDED_BY(mu_) = FUSE_ROOT_ID + 1;
+};
+
+View& ViewOf(fuse_req_t req) { return *static_cast<View*>(fuse_req_userdata(req)); }
+
+void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
+
+// The store and name through which a node is reached: a directory itself (empty name), any
+// other entry through its parent.
+struct Reach {
+  std::shared_ptr<core::BackingDir> dir;
+  std::string name;
+};
+std::optional<Reach> ReachOf(fuse_req_t req, fuse_ino_t ino) {
+  std::shared_ptr<Node> node = ViewOf(req).Get(ino);
+  if (node == nullptr) return std::nullopt;
+  if (node->dir != nullptr) return Reach{node->dir, ""};
+  if (node->parent == nullptr || node->parent->dir == nullptr) return std::nullopt;
+  return Reach{node->parent->dir, node->name};
+}
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  std::shared_ptr<Node> p = ViewOf(req).Get(parent);
+  if (p == nullptr || p->dir == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
+  auto st = p->dir->Stat(name);
+  if (!st.ok()) return ReplyError(req, st.status());
+  std::shared_ptr<core::BackingDir> dir;
+  if (S_ISDIR(st->st_mode)) {
+    auto opened = p->dir->OpenDir(name);
+    if (!opened.ok()) return ReplyError(req, opened.status());
+    dir = std::move(opened).value();
+  }
+  fuse_entry_param e{};
+  e.ino = ViewOf(req).Remember(p, parent, name, std::move(dir));
+  e.attr = *st;
+  e.attr_timeout = e.entry_timeout = kTimeout;
+  fuse_reply_entry(req, &e);
+}
+
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
+  ViewOf(req).Forget(ino, n);
+  fuse_reply_none(req);
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) ViewOf(req).Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto at = ReachOf(req, ino);
+  if (!at) return (void)fuse_reply_err(req, ESTALE);
+  auto st = at->dir->Stat(at->name);
+  if (!st.ok()) return ReplyError(req, st.status());
+  fuse_reply_attr(req, &*st, kTimeout);
+}
+
+void Readlink(fuse_req_t req, fuse_ino_t ino) {
+  auto at = ReachOf(req, ino);
+  if (!at) return (void)fuse_reply_err(req, ESTALE);
+  auto target = at->dir->ReadSymlink(at->name);
+  if (!target.ok()) return ReplyError(req, target.status());
+  fuse_reply_readlink(req, target->c_str());
+}
+
+void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
+  auto at = ReachOf(req, ino);
+  if (!at) return (void)fuse_reply_err(req, ESTALE);
+  auto file = at->dir->OpenFile(at->name, {.write = false, .keep_atime = true});
+  if (!file.ok()) return ReplyError(req, file.status());
+  fi->fh = reinterpret_cast<uint64_t>(std::move(file).value().release());
+  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<core::BackingFile*>(fi->fh);
+}
+
+void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  auto* file = reinterpret_cast<core::BackingFile*>(fi->fh);
+  std::vector<uint8_t> buf(size);
+  auto n = file->ReadAt(buf, static_cast<uint64_t>(offset));
+  if (!n.ok()) {
+    Log("read: %s", n.status().ToString().c_str());
+    return ReplyError(req, n.status());
+  }
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+}
+
+void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<core::BackingFile*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  std::shared_ptr<Node> node = ViewOf(req).Get(ino);
+  if (node == nullptr || node->dir == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
+  auto listing = node->dir->OpenListing(true);
+  if (!listing.ok()) return ReplyError(req, listing.status());
+  fi->fh = reinterpret_cast<uint64_t>(std::move(listing).value().release());
+  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<core::BackingDir*>(fi->fh);
+}
+
+void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  auto* listing = reinterpret_cast<core::BackingDir*>(fi->fh);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  Status s = listing->List(static_cast<uint64_t>(offset), [&](const core::BackingEntry& e) {
+    struct stat st {};
+    st.st_ino = e.ino;
+    st.st_mode = e.type;
+    const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(),
+                                          &st, static_cast<off_t>(e.next));
+    if (need > size - used) return false;
+    used += need;
+    return true;
+  });
+  if (!s.ok() && used == 0) return ReplyError(req, s);
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<core::BackingDir*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+// getxattr and listxattr's answer: its size when asked for none, else the bytes (ERANGE if
+// they do not fit).
+void ReplySized(fuse_req_t req, const void* data, size_t length, size_t size) {
+  if (size == 0) return (void)fuse_reply_xattr(req, length);
+  if (length > size) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, static_cast<const char*>(data), length);
+}
+
+void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  auto at = ReachOf(req, ino);
+  if (!at) return (void)fuse_reply_err(req, ESTALE);
+  auto value = at->dir->GetXattr(at->name, name);
+  if (!value.ok()) return ReplyError(req, value.status());
+  ReplySized(req, value->data(), value->size(), size);
+}
+
+void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  auto at = ReachOf(req, ino);
+  if (!at) return (void)fuse_reply_err(req, ESTALE);
+  auto names = at->dir->ListXattrs(at->name);
+  if (!names.ok()) return ReplyError(req, names.status());
+  std::string joined;
+  for (const std::string& n : *names) joined.append(n).push_back('\0');
+  ReplySized(req, joined.data(), joined.size(), size);
+}
+
+void Statfs(fuse_req_t req, fuse_ino_t) {
+  auto st = ViewOf(req).root().StatFs();
+  if (!st.ok()) return ReplyError(req, st.status());
+  fuse_reply_statfs(req, &*st);
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.lookup = Lookup;
+  ops.forget = Forget;
+  ops.forget_multi = ForgetMulti;
+  ops.getattr = Getattr;
+  ops.readlink = Readlink;
+  ops.open = Open;
+  ops.read = Read;
+  ops.release = Release;
+  ops.opendir = Opendir;
+  ops.readdir = Readdir;
+  ops.releasedir = Releasedir;
+  ops.getxattr = Getxattr;
+  ops.listxattr = Listxattr;
+  ops.statfs = Statfs;
+  return ops;
+}
+
+// libfuse splits -o at commas and takes a backslash as an escape.
+std::string EscapeOption(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+int ServeView(std::unique_ptr<core::BackingDir> root, const ViewServerOptions& o) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;  // a descriptor per directory the kernel holds
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  // Read only, and the kernel checks permissions against the plain entries' modes and owners.
+  std::string joined =
+      "fsname=" + EscapeOption(o.source) + ",subtype=sigilfs-reverse,ro,default_permissions";
+  for (const std::string& opt : o.fuse_options) joined += "," + opt;
+  fuse_args args = FUSE_ARGS_INIT(0, nullptr);
+  fuse_opt_add_arg(&args, "sigilfs");
+  fuse_opt_add_arg(&args, "-o");
+  fuse_opt_add_arg(&args, joined.c_str());
+  View view(std::move(root));
+  static const fuse_lowlevel_ops ops = MakeOperations();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &view);
+  fuse_opt_free_args(&args);
+  if (se == nullptr) {
+    std::fprintf(stderr, "sigilfs: bad mount options: %s\n", joined.c_str());
+    return 1;
+  }
+  int rc = 1;
+  if (fuse_set_signal_handlers(se) != 0) {
+    std::fprintf(stderr, "sigilfs: cannot install signal handlers\n");
+  } else if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
+    std::fprintf(stderr, "sigilfs: cannot mount on %s\n", o.mountpoint.c_str());
+  } else {
+    if (!o.foreground) LogToSyslog();
+    if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
+      std::fprintf(stderr, "sigilfs: cannot daemonize\n");
+    } else {
+      fuse_loop_config* cfg = fuse_loop_cfg_create();
+      fuse_loop_cfg_set_max_threads(cfg, 16);
+      const int loop = fuse_session_loop_mt(se, cfg);
+      rc = loop == 0 || loop == SIGINT || loop == SIGTERM || loop == SIGHUP ? 0 : 1;
+      fuse_loop_cfg_destroy(cfg);
+    }
+    fuse_session_unmount(se);
+  }
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  return rc;
+}
+
+}  // namespace sigilfs::fuse
