@@ -165,8 +165,11 @@ class ReverseDir : public BackingDir {
       entries = std::make_shared<const std::vector<BackingEntry>>(std::move(fresh));
     }
     if (listing_) {
-      if (from < kDotCursor && !emit({".", 0, S_IFDIR, kDotCursor})) return Status::Ok();
-      if (from < kDotDotCursor && !emit({"..", 0, S_IFDIR, kDotDotCursor})) return Status::Ok();
+      // readdir(3) skips an entry with inode number 0: the dots carry this directory's.
+      SIGILFS_ASSIGN_OR_RETURN(struct stat self, plain_->Stat(""));
+      const uint64_t ino = self.st_ino;
+      if (from < kDotCursor && !emit({".", ino, S_IFDIR, kDotCursor})) return Status::Ok();
+      if (from < kDotDotCursor && !emit({"..", ino, S_IFDIR, kDotDotCursor})) return Status::Ok();
     }
     auto it = std::upper_bound(entries->begin(), entries->end(), from,
                                [](uint64_t c, const BackingEntry& e) { return c < e.next; });

@@ -45,6 +45,18 @@ class MountedVault {
         passfile_(std::move(passfile)) {
     Mount();
   }
+  // The encrypted view of plain directory `dir` (`sigilfs reverse`, made ready by
+  // `init --reverse`) on `view`.
+  struct ReverseView {};
+  MountedVault(ReverseView, std::string dir, std::string view, std::string passfile,
+               std::vector<std::string> extra = {})
+      : command_("reverse"),
+        extra_(std::move(extra)),
+        cipher_(std::move(dir)),
+        plain_(std::move(view)),
+        passfile_(std::move(passfile)) {
+    Mount();
+  }
   ~MountedVault() { Unmount(); }
   MountedVault(const MountedVault&) = delete;
   MountedVault& operator=(const MountedVault&) = delete;
@@ -91,7 +103,7 @@ class MountedVault {
       // a test fails on the code before a fix).
       const char* daemon = std::getenv("SIGILFS_TEST_DAEMON");
       std::vector<std::string> args = {daemon != nullptr ? daemon : SIGILFS_BINARY,
-                                       "mount",
+                                       command_,
                                        cipher(),
                                        plain(),
                                        "-f",
@@ -179,6 +191,7 @@ class MountedVault {
   };
 
   TempDir dir_;
+  std::string command_ = "mount";  // or "reverse"
   std::vector<std::string> extra_;
   std::string cipher_, plain_, passfile_;  // given, or empty for the ones in dir_
   pid_t pid_ = -1;
