@@ -40,6 +40,7 @@ struct Context {
   crypt::AeadAlgorithm cipher = crypt::AeadAlgorithm::kAes256Gcm;
   PageGeometry geometry{12};
   struct timespec made {};  // the reverse config's modification time: the view's own files'
+  ExcludeRules exclude;
 };
 
 // What a stored name of a view directory is.
@@ -109,6 +110,7 @@ class ReverseDir : public BackingDir {
       return std::unique_ptr<BackingDir>(new ReverseDir(ctx_, plain_, path_));
     SIGILFS_ASSIGN_OR_RETURN(Resolved r, Resolve(name));
     if (r.kind != Resolved::kPlain) return Status::FromErrno(ENOTDIR, "not a directory");
+    SIGILFS_RETURN_IF_ERROR(VisibleStat(r.plain).status());
     SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<BackingDir> sub, plain_->OpenDir(r.plain));
     SIGILFS_ASSIGN_OR_RETURN(struct stat st, sub->Stat(""));
     if (st.st_dev != ctx_->dev) return Missing(name);
@@ -145,7 +147,7 @@ class ReverseDir : public BackingDir {
     if (name.empty()) return Status::FromErrno(EINVAL, "a directory is no symlink");
     SIGILFS_ASSIGN_OR_RETURN(Resolved r, Resolve(name));
     if (r.kind != Resolved::kPlain) return Status::FromErrno(EINVAL, "not a symlink");
-    SIGILFS_ASSIGN_OR_RETURN(struct stat st, plain_->Stat(r.plain));
+    SIGILFS_ASSIGN_OR_RETURN(struct stat st, VisibleStat(r.plain));
     return SealedTarget(r.plain, st);
   }
 
@@ -249,13 +251,14 @@ class ReverseDir : public BackingDir {
 
  private:
   // What stored name `name` of this directory is. Plain entries the view leaves out are missing.
-  Result<Resolved> Resolve(std::string_view name) const {
+  Result<Resolved> Resolve(std::string_view name) {
     if (name == kDirIvFileName) return Resolved{Resolved::kDirIv, {}, {}};
     if (path_.empty() && name == kConfigFileName) return Resolved{Resolved::kConfig, {}, {}};
     if (name.starts_with(kLongPrefix)) {
       const bool side = name.ends_with(kSideSuffix);
       const std::string_view entry = side ? name.substr(0, name.size() - kSideSuffix.size()) : name;
       SIGILFS_ASSIGN_OR_RETURN(auto found, FindLong(entry));
+      if (side) SIGILFS_RETURN_IF_ERROR(VisibleStat(found.first).status());
       if (side) return Resolved{Resolved::kLongSide, std::move(found.first), std::move(found.second)};
       return Resolved{Resolved::kPlain, std::move(found.first), {}};
     }
@@ -266,7 +269,7 @@ class ReverseDir : public BackingDir {
   }
 
   // The plain entry whose encrypted name is stored as long name `stored`, and that name.
-  Result<std::pair<std::string, std::string>> FindLong(std::string_view stored) const {
+  Result<std::pair<std::string, std::string>> FindLong(std::string_view stored) {
     std::pair<std::string, std::string> found;
     Status s = plain_->List(0, [&](const BackingEntry& e) {
       if (!MayBeLong(e.name) || (path_.empty() && e.name == kReverseConfigFileName)) return true;
@@ -287,8 +290,7 @@ class ReverseDir : public BackingDir {
 
   // The stat of plain entry `plain` as the view shows it (missing where the view leaves it out).
   Result<struct stat> PlainStat(const std::string& plain) {
-    SIGILFS_ASSIGN_OR_RETURN(struct stat st, plain_->Stat(plain));
-    if (st.st_dev != ctx_->dev) return Missing(plain);
+    SIGILFS_ASSIGN_OR_RETURN(struct stat st, VisibleStat(plain));
     if (S_ISREG(st.st_mode)) {
       st.st_size = static_cast<off_t>(ctx_->geometry.CipherSize(static_cast<uint64_t>(st.st_size)));
       st.st_blocks = (st.st_size + 511) / 512;
@@ -296,6 +298,16 @@ class ReverseDir : public BackingDir {
       SIGILFS_ASSIGN_OR_RETURN(std::string sealed, SealedTarget(plain, st));
       st.st_size = static_cast<off_t>(sealed.size());
     }
+    return st;
+  }
+
+  // The plain stat of entry `plain`, missing where the view leaves it out: on another file
+  // system (a mount point), or excluded.
+  Result<struct stat> VisibleStat(const std::string& plain) {
+    SIGILFS_ASSIGN_OR_RETURN(struct stat st, plain_->Stat(plain));
+    if (st.st_dev != ctx_->dev ||
+        ctx_->exclude.Excluded(ChildPath(path_, plain), S_ISDIR(st.st_mode)))
+      return Missing(plain);
     return st;
   }
 
@@ -324,8 +336,7 @@ class ReverseDir : public BackingDir {
 
   Result<std::unique_ptr<BackingFile>> OpenPlainFile(const std::string& plain,
                                                      const FileOpenMode& how) {
-    SIGILFS_ASSIGN_OR_RETURN(struct stat st, plain_->Stat(plain));
-    if (st.st_dev != ctx_->dev) return Missing(plain);
+    SIGILFS_ASSIGN_OR_RETURN(struct stat st, VisibleStat(plain));
     if (!S_ISREG(st.st_mode))
       return Status::FromErrno(S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "not a regular file");
     if (how.same_as != nullptr && !SameObject(st, *how.same_as))
@@ -371,7 +382,10 @@ class ReverseDir : public BackingDir {
       if (config.ok()) add(kConfigFileName, config->st_ino, S_IFREG);
     }
     for (const BackingEntry& e : plain) {
-      // What the view leaves out: other file systems, and symlinks too long to keep inline.
+      // What the view leaves out: excluded entries, other file systems, and symlinks too long
+      // to keep inline.
+      if (e.type != 0 && ctx_->exclude.Excluded(ChildPath(path_, e.name), e.type == S_IFDIR))
+        continue;
       if (e.type == S_IFDIR || e.type == S_IFLNK || e.type == 0) {
         auto st = PlainStat(e.name);
         if (!st.ok()) {
@@ -411,8 +425,7 @@ class ReverseDir : public BackingDir {
       a.none = true;
       return a;
     }
-    SIGILFS_ASSIGN_OR_RETURN(a.st, plain_->Stat(r.plain));
-    if (a.st.st_dev != ctx_->dev) return Missing(name);
+    SIGILFS_ASSIGN_OR_RETURN(a.st, VisibleStat(r.plain));
     a.none = S_ISLNK(a.st.st_mode);
     a.path = ChildPath(path_, r.plain);
     a.plain = std::move(r.plain);
@@ -528,8 +541,9 @@ Result<std::unique_ptr<BackingDir>> ReverseDir::OpenObject(std::string_view path
 
 Result<std::unique_ptr<BackingDir>> OpenReverseView(const Vault& vault,
                                                     std::unique_ptr<BackingDir> plain,
-                                                    const ReverseOptions&) {
+                                                    const ReverseOptions& options) {
   auto ctx = std::make_shared<Context>();
+  ctx->exclude = options.exclude;
   SIGILFS_ASSIGN_OR_RETURN(struct stat root, plain->Stat(""));
   SIGILFS_ASSIGN_OR_RETURN(struct stat config, plain->Stat(kReverseConfigFileName));
   ctx->dev = root.st_dev;

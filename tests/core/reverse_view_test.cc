@@ -149,8 +149,9 @@ class ReverseViewTest : public ::testing::Test {
     vault_ = std::move(Vault::Unlock(plain_.string(), Bytes("pass"), kReverseConfigFileName)).value();
   }
 
-  std::unique_ptr<BackingDir> View() {
-    auto view = OpenReverseView(*vault_, std::move(OpenPosixBackingDir(plain_.string())).value());
+  std::unique_ptr<BackingDir> View(const ReverseOptions& options = {}) {
+    auto view = OpenReverseView(*vault_, std::move(OpenPosixBackingDir(plain_.string())).value(),
+                                options);
     EXPECT_TRUE(view.ok()) << view.status().ToString();
     return std::move(view).value();
   }
@@ -257,6 +258,41 @@ TEST_F(ReverseViewTest, TheSameTreeIsTheSameBytesAndAChangedPageChangesOneUnit) 
     EXPECT_LE(hi - lo, 4096u + 28u) << path;  // within one unit (nonce, page, tag)
   }
   EXPECT_EQ(changed_entries, 2u);  // the file, under both of its names
+}
+
+TEST_F(ReverseViewTest, ExcludedEntriesAreNotInTheView) {
+  ReverseOptions options;
+  options.exclude = std::move(ExcludeRules::Parse({"deep/", "/one", "L*"})).value();
+  auto volume = std::move(Volume::Open(std::move(Vault::Unlock(plain_.string(), Bytes("pass"),
+                                                               kReverseConfigFileName))
+                                           .value(),
+                                       {}))
+                    .value();
+  auto tree = std::move(Tree::Open(*volume, View(options))).value();
+  auto root = std::move(tree->Root()).value();
+  std::vector<DirEntry> listed;
+  ASSERT_TRUE(tree->ListSorted(*root, listed).ok());
+  for (const DirEntry& e : listed) EXPECT_NE(e.name, "one");
+  auto docs = std::move(tree->Walk("docs")).value();
+  EXPECT_EQ(tree->Stat(*docs, "deep").status().sys_errno(), ENOENT);
+  EXPECT_EQ(tree->Stat(*docs, std::string(250, 'L')).status().sys_errno(), ENOENT);
+  EXPECT_TRUE(tree->Stat(*docs, "big").ok());
+  // The long name's side file goes with it.
+  size_t sides = 0;
+  ASSERT_TRUE(docs->backing().List(0, [&](const BackingEntry& e) {
+                   sides += e.name.ends_with(kLongNameSideSuffix) ? 1 : 0;
+                   return true;
+                 }).ok());
+  EXPECT_EQ(sides, 1u);  // the long directory name's only
+  // What is left compares equal to the plain tree with the same rules.
+  auto plain = std::move(OpenPosixBackingDir(plain_.string())).value();
+  CompareOptions compare;
+  compare.skip = [&](const std::string& path, const struct stat& st) {
+    return path == kReverseConfigFileName || options.exclude.Excluded(path, S_ISDIR(st.st_mode));
+  };
+  auto compared = CompareWithPlain(*tree, *root, *plain, plain_.string(), compare);
+  ASSERT_TRUE(compared.ok()) << compared.status().ToString();
+  EXPECT_EQ(*compared, 10u);
 }
 
 TEST_F(ReverseViewTest, WritesAreRefusedWithEROFS) {

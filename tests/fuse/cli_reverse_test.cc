@@ -249,6 +249,31 @@ TEST_F(CliReverseTest, AFileSystemMountedInsideThePlainTreeIsLeftOut) {
       << verified.out;
 }
 
+TEST_F(CliReverseTest, ExcludedEntriesStayOutOfTheBackup) {
+  std::ofstream(Tmp("excludes")) << "# build trees and caches\nsrc/deep/\n*.c\n";
+  const std::string copy = Tmp("copy").string();
+  {
+    MountedVault view(MountedVault::ReverseView{}, Plain().string(), Tmp("view").string(), Pass(),
+                      {"--exclude-from", Tmp("excludes").string(), "--exclude", "fifo"});
+    Rsync(copy);
+  }
+  ProcessResult verified = Sigilfs({"verify-backup", copy, Plain().string(), "--exclude-from",
+                                    Tmp("excludes").string(), "--exclude", "fifo"});
+  EXPECT_EQ(verified.exit_code, 0) << verified.out << verified.err;
+  // Without the same rules, the left-out entries are differences, each named.
+  verified = Sigilfs({"verify-backup", copy, Plain().string()});
+  EXPECT_EQ(verified.exit_code, 1) << verified.out << verified.err;
+  EXPECT_NE(verified.out.find("src/deep: missing from the vault"), std::string::npos)
+      << verified.out;
+  EXPECT_NE(verified.out.find("src/a.c: missing from the vault"), std::string::npos)
+      << verified.out;
+  EXPECT_NE(verified.out.find("fifo: missing from the vault"), std::string::npos) << verified.out;
+  // A pattern that can match nothing is refused before the passphrase is read.
+  ProcessResult bad = Sigilfs({"reverse", Plain().string(), Tmp("view").string(), "--exclude", "/"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("matches nothing"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliReverseTest, BadInputIsNamedPlainly) {
   ProcessResult r = Sigilfs({"init", "--reverse", Plain().string(), "--kdf", "test"});
   EXPECT_EQ(r.exit_code, 1);

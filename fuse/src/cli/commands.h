@@ -34,6 +34,8 @@ struct ReverseArgs {
   std::string mountpoint;
   bool foreground = false;
   std::vector<std::string> options;
+  std::vector<std::string> exclude;       // .gitignore-style patterns
+  std::vector<std::string> exclude_from;  // files of them
   fuse::PassphraseSource pass;
 };
 int RunReverse(const ReverseArgs& args);

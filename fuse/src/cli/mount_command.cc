@@ -224,7 +224,7 @@ int RunMount(MountArgs a) {
   // A remount (mount(8) hands the helper the mount's current options) takes only what it knows.
   if (remount) return RunRemount(d.mountpoint, read_only, atime);
   if (reverse)  // an /etc/fstab line of an encrypted view
-    return RunReverse({a.dir, a.mountpoint, a.foreground, a.options, a.pass});
+    return RunReverse({a.dir, a.mountpoint, a.foreground, a.options, {}, {}, a.pass});
   if (!set_by_sigilfs.empty()) {
     std::fprintf(stderr,
                  "sigilfs: the mount option '%s' is sigilfs's own to set (the mount table shows "

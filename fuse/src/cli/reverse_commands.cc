@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "sigilfs/core/check.h"
+#include "sigilfs/core/exclude.h"
 #include "sigilfs/core/reverse.h"
 #include "sigilfs/core/transfer.h"
 #include "sigilfs/core/tree.h"
@@ -33,9 +35,36 @@ bool IsViewFuseOption(const std::string& opt) {
   return opt.starts_with("x-") || opt.starts_with("comment=");
 }
 
+// The exclusion rules of --exclude patterns and --exclude-from files, in the order given
+// (the patterns first).
+Result<core::ExcludeRules> LoadExcludes(const std::vector<std::string>& patterns,
+                                        const std::vector<std::string>& files) {
+  std::vector<std::string> lines = patterns;
+  for (const std::string& file : files) {
+    std::ifstream in(file);
+    if (!in) return Status::FromErrno(errno, "exclude file " + file);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(std::move(line));
+    }
+    if (in.bad()) return Status::FromErrno(EIO, "exclude file " + file);
+  }
+  return core::ExcludeRules::Parse(lines);
+}
+
+void AddExcludeOptions(CLI::App& cmd, std::vector<std::string>& patterns,
+                       std::vector<std::string>& files) {
+  cmd.add_option("--exclude", patterns,
+                 "Leave out entries matching this .gitignore-style pattern (repeatable)");
+  cmd.add_option("--exclude-from", files,
+                 "Leave out entries matching the patterns in this file, one per line as in "
+                 ".gitignore (repeatable)");
+}
+
 struct VerifyOptions {
   std::string copy;
   std::string plain;
+  std::vector<std::string> exclude, exclude_from;
   bool quiet = false;
   fuse::PassphraseSource pass;
 };
@@ -72,6 +101,8 @@ int RunVerifyBackup(const VerifyOptions& o) {
                  problems == 0 ? "every unit opens" : Counted(problems, "problem", "problems"));
     return problems == 0 ? 0 : 1;
   }
+  auto excludes = LoadExcludes(o.exclude, o.exclude_from);
+  if (!excludes.ok()) return Fail(excludes.status());
   auto plain = core::OpenPosixBackingDir(o.plain);
   if (!plain.ok()) return Fail(plain.status());
   Totals totals;
@@ -83,8 +114,8 @@ int RunVerifyBackup(const VerifyOptions& o) {
   ProgressLine line("verify-backup", totals.bytes, totals.files, o.quiet);
   core::CompareOptions compare;
   // The reverse config is the copy's sigilfs.conf, not an entry of the tree.
-  compare.skip = [](const std::string& path, const struct stat&) {
-    return path == core::kReverseConfigFileName;
+  compare.skip = [&excludes](const std::string& path, const struct stat& st) {
+    return path == core::kReverseConfigFileName || excludes->Excluded(path, S_ISDIR(st.st_mode));
   };
   compare.root_times = false;  // the copy's root holds its lock file too
   compare.difference = [&](const Status& s) {
@@ -115,14 +146,18 @@ int RunReverse(const ReverseArgs& a) {
   if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   v.foreground = a.foreground;
   fuse::PassphraseSource pass = a.pass;
+  std::vector<std::string> exclude_from = a.exclude_from;
   std::string unknown;
   for (const std::string& group : a.options) {
     std::stringstream in(group);
     std::string opt;
     while (std::getline(in, opt, ',')) {
-      if (opt.empty() || opt == "ro" || opt == "reverse") continue;
+      // mount(8) passes rw unless told ro: the view is read only either way.
+      if (opt.empty() || opt == "ro" || opt == "rw" || opt == "reverse") continue;
       if (opt.starts_with("passfile="))
         pass.passfile = opt.substr(9);
+      else if (opt.starts_with("exclude_from="))  // /etc/fstab's form of --exclude-from
+        exclude_from.push_back(opt.substr(13));
       else if (IsViewFuseOption(opt))
         v.fuse_options.push_back(opt);
       else if (unknown.empty())
@@ -132,7 +167,7 @@ int RunReverse(const ReverseArgs& a) {
   if (!unknown.empty()) {
     std::fprintf(stderr,
                  "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
-                 "passfile=, allow_other, allow_root and the mount table's access options)\n",
+                 "passfile=, exclude_from=, allow_other, allow_root and the mount table's access options)\n",
                  unknown.c_str());
     return 2;
   }
@@ -146,6 +181,10 @@ int RunReverse(const ReverseArgs& a) {
   if (ec) return Fail(Status::FromErrno(ec.value(), "the plain directory " + a.dir));
   if (auto config = core::Vault::LoadConfig(plain, core::kReverseConfigFileName); !config.ok())
     return Fail(config.status());
+  core::ReverseOptions view_options;
+  auto excludes = LoadExcludes(a.exclude, exclude_from);
+  if (!excludes.ok()) return Fail(excludes.status());
+  view_options.exclude = std::move(excludes).value();
   v.source = plain;
   // As for a mount: no core dump and no reading of this process's memory (keys, plaintext).
   (void)::prctl(PR_SET_DUMPABLE, 0);
@@ -157,7 +196,7 @@ int RunReverse(const ReverseArgs& a) {
   if (!vault.ok()) return Fail(vault.status());
   auto root = core::OpenPosixBackingDir(plain);
   if (!root.ok()) return Fail(root.status());
-  auto view = core::OpenReverseView(**vault, std::move(root).value());
+  auto view = core::OpenReverseView(**vault, std::move(root).value(), view_options);
   if (!view.ok()) return Fail(view.status());
   vault->reset();  // the view holds the keys it needs
   return fuse::ServeView(std::move(view).value(), v);
@@ -175,11 +214,13 @@ void RegisterReverseCommands(CLI::App& app, Action& action) {
     cmd->add_option("-o", a->options,
                     "Mount options: allow_other, allow_root, passfile=FILE, and the mount "
                     "table's access options");
+    AddExcludeOptions(*cmd, a->exclude, a->exclude_from);
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");
     cmd->footer(
         "A copy of the view (rsync -aHX, restic, tar) is a vault: 'sigilfs mount COPY MNT' shows\n"
         "the plain tree. The same tree gives the same view at every mount, so backups stay\n"
-        "incremental. From /etc/fstab: PLAINDIR MOUNTPOINT fuse.sigilfs reverse,passfile=FILE 0 0\n"
+        "incremental. From /etc/fstab:\n"
+        "  PLAINDIR MOUNTPOINT fuse.sigilfs reverse,passfile=FILE[,exclude_from=FILE] 0 0\n"
         "Unmount with 'sigilfs unmount MOUNTPOINT'.");
     cmd->callback([&action, a] { action = [a] { return RunReverse(*a); }; });
   }
@@ -191,6 +232,7 @@ void RegisterReverseCommands(CLI::App& app, Action& action) {
     cmd->add_option("PLAINDIR", o->plain,
                     "The plain tree to compare with (without it: every unit of the copy must open)");
     cmd->add_flag("-q,--quiet", o->quiet, "Print only the differences");
+    AddExcludeOptions(*cmd, o->exclude, o->exclude_from);
     AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
     cmd->footer(
         "Reads the whole copy through the vault's own code. Prints one line per difference and\n"

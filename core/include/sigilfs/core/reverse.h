@@ -5,12 +5,15 @@
 #include <memory>
 
 #include "sigilfs/core/backing_dir.h"
+#include "sigilfs/core/exclude.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
 
-struct ReverseOptions {};
+struct ReverseOptions {
+  ExcludeRules exclude;  // entries left out of the view (and, a directory, all below it)
+};
 
 // The root of the encrypted view of plain directory `plain`, with the keys of `vault` (unlocked
 // from the directory's reverse config, Vault::Unlock with kReverseConfigFileName). A store like
@@ -23,7 +26,7 @@ struct ReverseOptions {};
 //   links) the plain entries' own;
 // - every byte derived from the plaintext, its place and the vault's key (ReverseKeys), so the
 //   same tree gives the same view at every mount.
-// Left out: entries on another file system than `plain` (mount points below it, as `rsync -x`),
+// Left out: entries `options.exclude` names, entries on another file system than `plain` (mount points below it, as `rsync -x`),
 // and symlinks whose targets exceed Volume::kMaxInlineTarget bytes (their sealed text would
 // need a side file of the root). Every call that would change the store is EROFS.
 // A file's size is taken once per open: a file that grows while read shows its old length, one
