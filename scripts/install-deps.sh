@@ -14,7 +14,7 @@ packages=(
 # What the test suites, the linters, the benchmarks and the package test add.
 if [[ ${1:-} != --for-demo ]]; then
   packages+=(
-    libbenchmark-dev attr acl rsync e2fsprogs pamtester
+    libbenchmark-dev attr acl rsync e2fsprogs pamtester restic
     dpkg-dev file
     clang clang-format clang-tidy llvm
   )

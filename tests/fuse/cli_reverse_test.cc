@@ -232,6 +232,46 @@ TEST_F(CliReverseTest, ATarOfTheViewRestoresAndVerifyBackupNamesEachDifference) 
   EXPECT_NE(alone.out.find("big"), std::string::npos) << alone.out;
 }
 
+// The summary restic prints last with --json: {"message_type":"summary",...}.
+long long ResticSummary(const std::string& out, const std::string& field) {
+  const size_t at = out.rfind("\"message_type\":\"summary\"");
+  if (at == std::string::npos) return -1;
+  const size_t f = out.find("\"" + field + "\":", at);
+  if (f == std::string::npos) return -1;
+  return std::stoll(out.substr(f + field.size() + 3));
+}
+
+TEST_F(CliReverseTest, ResticBacksTheViewUpIncrementallyAndItsRestoreIsTheVault) {
+  if (!fs::exists("/usr/bin/restic")) {
+    if (test::EnvironmentFlag("SIGILFS_REQUIRE_FUSE")) FAIL() << "restic is not installed";
+    GTEST_SKIP() << "restic is not installed (scripts/install-deps.sh installs it)";
+  }
+  auto view = View();
+  std::vector<std::string> env = test::EnvironmentWithout("RESTIC_PASSWORD");
+  env.emplace_back("RESTIC_PASSWORD=repository passphrase");
+  env.push_back("HOME=" + Tmp("").string());
+  const std::string repo = Tmp("repo").string();
+  auto restic = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/restic", "--no-cache", "--quiet", "-r", repo});
+    return RunProcess(args, "", env);
+  };
+  ProcessResult r = restic({"init"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = restic({"backup", "--json", Tmp("view").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(ResticSummary(r.out, "data_blobs"), 0) << r.out;
+  // The same tree again: the same bytes, so no new data.
+  r = restic({"backup", "--json", "--force", Tmp("view").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ResticSummary(r.out, "data_blobs"), 0) << r.out;  // (its trees keep access times)
+
+  r = restic({"restore", "latest", "--target", Tmp("restored").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path copy = Tmp("restored") / Tmp("view").relative_path();
+  ProcessResult verified = Sigilfs({"verify-backup", copy.string(), Plain().string()});
+  EXPECT_EQ(verified.exit_code, 0) << verified.out << verified.err;
+}
+
 TEST_F(CliReverseTest, AFileSystemMountedInsideThePlainTreeIsLeftOut) {
   SIGILFS_NEEDS_ROOT("mounting a tmpfs");
   fs::create_directory(Plain() / "elsewhere");
