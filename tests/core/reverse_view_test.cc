@@ -17,6 +17,7 @@
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/transfer.h"
 #include "sigilfs/core/tree.h"
+#include "test_support/forwarding_backing_dir.h"
 #include "test_support/pattern.h"
 #include "test_support/temp_dir.h"
 
@@ -115,6 +116,19 @@ void CopyStore(BackingDir& from, BackingDir& to, std::map<uint64_t, std::pair<Ba
     ASSERT_TRUE(to.SetTimes(e.name, times).ok());
   }
 }
+
+// A plain store whose files cannot be opened for reading, as files of another user without read
+// permission.
+class UnreadableFiles : public test::ForwardingBackingDir {
+ public:
+  using ForwardingBackingDir::ForwardingBackingDir;
+  Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view, const FileOpenMode&) override {
+    return Status::FromErrno(EACCES, "open");
+  }
+  std::unique_ptr<BackingDir> Wrap(std::unique_ptr<BackingDir> inner) override {
+    return std::make_unique<UnreadableFiles>(std::move(inner));
+  }
+};
 
 class ReverseViewTest : public ::testing::Test {
  protected:
@@ -293,6 +307,24 @@ TEST_F(ReverseViewTest, ExcludedEntriesAreNotInTheView) {
   auto compared = CompareWithPlain(*tree, *root, *plain, plain_.string(), compare);
   ASSERT_TRUE(compared.ok()) << compared.status().ToString();
   EXPECT_EQ(*compared, 10u);
+}
+
+TEST_F(ReverseViewTest, AnUnreadablePlainFileIsEACCESAndTheRestReads) {
+  auto plain = std::make_unique<UnreadableFiles>(
+      std::move(OpenPosixBackingDir(plain_.string())).value());
+  auto view = std::move(OpenReverseView(*vault_, std::move(plain))).value();
+  size_t files = 0, refused = 0;
+  ASSERT_TRUE(view->List(0, [&](const BackingEntry& e) {
+                     if (e.type != S_IFREG) return true;
+                     ++files;
+                     auto f = view->OpenFile(e.name, {.write = false});
+                     if (!f.ok() && f.status().sys_errno() == EACCES) ++refused;
+                     // Its attributes still show, as a listing of unreadable files does.
+                     EXPECT_TRUE(view->Stat(e.name).ok()) << e.name;
+                     return true;
+                   }).ok());
+  // Every plain file (sigilfs.conf is the plain config file) but the directory IV, the view's own.
+  EXPECT_EQ(refused, files - 1);
 }
 
 TEST_F(ReverseViewTest, WritesAreRefusedWithEROFS) {
