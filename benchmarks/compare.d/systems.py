@@ -88,7 +88,31 @@ class System:
         os.makedirs(cipher)
         os.makedirs(mnt)
         self.create(cipher)
-        argv, stdin_text, env = self.daemon_command(cipher, mnt)
+        return self._serve(base, mnt, *self.daemon_command(cipher, mnt))
+
+    # Reverse mode: an encrypted, read-only view of a plain directory (systems that have one).
+    reverse = False
+
+    def create_reverse(self, plain):
+        """Makes plain ready for its encrypted view (writes the system's config into it)."""
+        raise NotImplementedError
+
+    def reverse_daemon_command(self, plain, mnt):
+        """(argv, stdin text or None, extra environment) of the view's foreground daemon."""
+        raise NotImplementedError
+
+    def check_backup(self, copy, plain, base):
+        """Raises StepError unless copy (of the view) opens as a vault holding plain."""
+        raise NotImplementedError
+
+    def mount_reverse(self, base, plain):
+        """Mounts the encrypted view of plain under base; returns the view's directory."""
+        mnt = os.path.join(base, "view")
+        os.makedirs(mnt)
+        self.create_reverse(plain)
+        return self._serve(base, mnt, *self.reverse_daemon_command(plain, mnt))
+
+    def _serve(self, base, mnt, argv, stdin_text, env):
         log_path = os.path.join(base, "daemon.log")
         with open(log_path, "w") as log_file:
             self.daemon = subprocess.Popen(
@@ -252,6 +276,20 @@ class Sigilfs(System):
     def unmount_command(self, mnt):
         return [self.ctx.sigilfs, "unmount", mnt]
 
+    reverse = True
+
+    def create_reverse(self, plain):
+        run(["env", "SIGILFS_TEST_KDF=1", self.ctx.sigilfs, "init", "--reverse", plain, "--kdf",
+             "test", "--passfile", self.ctx.passfile])
+
+    def reverse_daemon_command(self, plain, mnt):
+        return ([self.ctx.sigilfs, "reverse", plain, mnt, "-f", "--passfile", self.ctx.passfile],
+                None, None)
+
+    def check_backup(self, copy, plain, base):
+        run([self.ctx.sigilfs, "verify-backup", "-q", copy, plain, "--passfile",
+             self.ctx.passfile])
+
 
 class Gocryptfs(System):
     name = "gocryptfs"
@@ -266,6 +304,27 @@ class Gocryptfs(System):
     def daemon_command(self, cipher, mnt):
         return (["gocryptfs", "-fg", "-q", "-nosyslog", "-extpass", f"echo {PASSPHRASE}",
                  cipher, mnt], None, None)
+
+    reverse = True
+
+    def create_reverse(self, plain):
+        # -reverse implies AES-SIV, the deterministic mode its view needs.
+        run(["gocryptfs", "-q", "-init", "-reverse", "-extpass", f"echo {PASSPHRASE}", "-scryptn",
+             "10", plain])
+
+    def reverse_daemon_command(self, plain, mnt):
+        return (["gocryptfs", "-fg", "-q", "-nosyslog", "-reverse", "-extpass",
+                 f"echo {PASSPHRASE}", plain, mnt], None, None)
+
+    def check_backup(self, copy, plain, base):
+        # The copy mounts forward (its gocryptfs.conf is the reverse one) and must equal plain.
+        mnt = os.path.join(base, "restored")
+        os.makedirs(mnt)
+        run(["gocryptfs", "-q", "-ro", "-extpass", f"echo {PASSPHRASE}", copy, mnt])
+        try:
+            run(["diff", "-r", "--no-dereference", "-x", ".gocryptfs.reverse.conf", plain, mnt])
+        finally:
+            run(["fusermount3", "-u", mnt])
 
 
 class Securefs(System):
@@ -334,6 +393,18 @@ def mounted(system, base):
                 system.unmount()
             finally:
                 remove_tree(base)
+
+
+@contextlib.contextmanager
+def reverse_mounted(system, base, plain):
+    """The encrypted view of plain (which gets the system's config) mounted under base."""
+    remove_tree(base)
+    os.makedirs(base)
+    try:
+        yield system.mount_reverse(base, plain)
+    finally:
+        with signals_deferred():
+            system.unmount()
 
 
 def unmount_all():

@@ -13,12 +13,15 @@ MODIFY_EVERY = 33
 class Group:
     """A set of measurements made on one fresh mount of one system."""
 
-    def __init__(self, name, function, only=None):
+    def __init__(self, name, function, only=None, reverse=False):
         self.name = name
         self.function = function
         self.only = only          # the systems it applies to (None: all)
+        self.reverse = reverse    # runs on an encrypted view of a plain tree, not on a vault
 
     def applies(self, system):
+        if self.reverse and not system.reverse:
+            return False
         return self.only is None or system.name in self.only
 
     def run(self, ctx, system, mnt, emit):
@@ -124,6 +127,42 @@ def tree(ctx, system, mnt, emit):
     emit("tree", "rm -rf", "s", timed(["rm", "-rf", dest], settle=True))
 
 
+# Files whose modification time the incremental backup step moves (as a day's edits would).
+BACKUP_TOUCHED = 10
+
+
+def backup(ctx, system, view, emit):
+    """A backup through the encrypted view of a copy of the tree (ctx.backup_plain): the first
+    rsync into a local directory, an incremental one after touching a few files, a cold tar of
+    the view; then the copy must open as a vault that holds the plain tree."""
+    base = os.path.dirname(view)
+    copy = os.path.join(base, "copy")
+    rsync = ["rsync", "-a", view + "/", copy + "/"]
+    drop_caches()
+    emit("backup", "rsync -a first (cold)", "s", timed(rsync, settle=True))
+
+    files = []
+    for root, dirs, names in os.walk(ctx.backup_plain):
+        dirs.sort()
+        files += [os.path.join(root, n) for n in sorted(names)
+                  if os.path.isfile(os.path.join(root, n))
+                  and not os.path.islink(os.path.join(root, n)) and not n.startswith(".")]
+    step = max(1, len(files) // BACKUP_TOUCHED)
+    now = time.time() + 5  # past rsync's whole-second comparison with the first copy
+    for path in files[::step][:BACKUP_TOUCHED]:
+        os.utime(path, (now, now))
+    time.sleep(1.2)  # the views cache attributes for a second
+    drop_caches()
+    emit("backup", f"rsync -a after touching {BACKUP_TOUCHED} files (cold)", "s",
+         timed(rsync, settle=True))
+
+    drop_caches()
+    # Through a pipe: GNU tar skips reading file data when its output is /dev/null.
+    emit("backup", "tar of the view (cold)", "s",
+         timed(pipeline(f"tar -cf - -C {quote(view)} . | cat >/dev/null")))
+    system.check_backup(copy, ctx.backup_plain, base)
+
+
 def verity(ctx, system, mnt, emit):
     if not which("fsverity"):
         ctx.note("verity rows skipped: the fsverity tool is not installed (package fsverity)")
@@ -150,6 +189,7 @@ GROUPS = [
     Group("partial", partial),
     Group("tree", tree),
     Group("verity", verity, only={"sigilfs"}),
+    Group("backup", backup, reverse=True),
 ]
 GROUP_NAMES = [g.name for g in GROUPS]
 
