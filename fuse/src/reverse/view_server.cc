@@ -25,6 +25,7 @@ namespace {
 // Changes in the plain tree show in the view after at most this long.
 constexpr double kTimeout = 1.0;
 
+// A name the kernel looked up. Its fields are View::mu_'s: read and changed under it only.
 struct Node {
   std::shared_ptr<Node> parent;           // null for the root
   fuse_ino_t parent_ino = 0;
@@ -47,20 +48,40 @@ class View {
     return *nodes_.at(FUSE_ROOT_ID)->dir;
   }
 
-  std::shared_ptr<Node> Get(fuse_ino_t ino) {
+  // The store handle of directory node `ino` (null if it is none, or unknown).
+  std::shared_ptr<core::BackingDir> DirOf(fuse_ino_t ino) {
     MutexLock lock(mu_);
     auto it = nodes_.find(ino);
-    return it == nodes_.end() ? nullptr : it->second;
+    return it == nodes_.end() ? nullptr : it->second->dir;
+  }
+
+  // The store and name through which node `ino` is reached: a directory itself (empty name),
+  // any other entry through its parent.
+  struct Reach {
+    std::shared_ptr<core::BackingDir> dir;
+    std::string name;
+  };
+  std::optional<Reach> ReachOf(fuse_ino_t ino) {
+    MutexLock lock(mu_);
+    auto it = nodes_.find(ino);
+    if (it == nodes_.end()) return std::nullopt;
+    const Node& node = *it->second;
+    if (node.dir != nullptr) return Reach{node.dir, ""};
+    if (node.parent == nullptr || node.parent->dir == nullptr) return std::nullopt;
+    return Reach{node.parent->dir, node.name};
   }
 
   // The node of entry `name` of `parent` (made, or found again), counted as looked up once.
-  fuse_ino_t Remember(const std::shared_ptr<Node>& parent, fuse_ino_t parent_ino,
-                      const std::string& name, std::shared_ptr<core::BackingDir> dir) {
+  // ESTALE where `parent_ino` is no longer known.
+  Result<fuse_ino_t> Remember(fuse_ino_t parent_ino, const std::string& name,
+                              std::shared_ptr<core::BackingDir> dir) {
     MutexLock lock(mu_);
+    auto parent = nodes_.find(parent_ino);
+    if (parent == nodes_.end()) return Status::FromErrno(ESTALE, "a forgotten directory");
     auto [it, fresh] = by_name_.try_emplace({parent_ino, name}, next_ino_);
     if (fresh) {
       auto node = std::make_shared<Node>();
-      node->parent = parent;
+      node->parent = parent->second;
       node->parent_ino = parent_ino;
       node->name = name;
       nodes_.emplace(next_ino_++, std::move(node));
@@ -93,33 +114,25 @@ View& ViewOf(fuse_req_t req) { return *static_cast<View*>(fuse_req_userdata(req)
 
 void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
 
-// The store and name through which a node is reached: a directory itself (empty name), any
-// other entry through its parent.
-struct Reach {
-  std::shared_ptr<core::BackingDir> dir;
-  std::string name;
-};
-std::optional<Reach> ReachOf(fuse_req_t req, fuse_ino_t ino) {
-  std::shared_ptr<Node> node = ViewOf(req).Get(ino);
-  if (node == nullptr) return std::nullopt;
-  if (node->dir != nullptr) return Reach{node->dir, ""};
-  if (node->parent == nullptr || node->parent->dir == nullptr) return std::nullopt;
-  return Reach{node->parent->dir, node->name};
+std::optional<View::Reach> ReachOf(fuse_req_t req, fuse_ino_t ino) {
+  return ViewOf(req).ReachOf(ino);
 }
 
 void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  std::shared_ptr<Node> p = ViewOf(req).Get(parent);
-  if (p == nullptr || p->dir == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
-  auto st = p->dir->Stat(name);
+  std::shared_ptr<core::BackingDir> p = ViewOf(req).DirOf(parent);
+  if (p == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
+  auto st = p->Stat(name);
   if (!st.ok()) return ReplyError(req, st.status());
   std::shared_ptr<core::BackingDir> dir;
   if (S_ISDIR(st->st_mode)) {
-    auto opened = p->dir->OpenDir(name);
+    auto opened = p->OpenDir(name);
     if (!opened.ok()) return ReplyError(req, opened.status());
     dir = std::move(opened).value();
   }
+  auto ino = ViewOf(req).Remember(parent, name, std::move(dir));
+  if (!ino.ok()) return ReplyError(req, ino.status());
   fuse_entry_param e{};
-  e.ino = ViewOf(req).Remember(p, parent, name, std::move(dir));
+  e.ino = *ino;
   e.attr = *st;
   e.attr_timeout = e.entry_timeout = kTimeout;
   fuse_reply_entry(req, &e);
@@ -178,9 +191,9 @@ void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  std::shared_ptr<Node> node = ViewOf(req).Get(ino);
-  if (node == nullptr || node->dir == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
-  auto listing = node->dir->OpenListing(true);
+  std::shared_ptr<core::BackingDir> dir = ViewOf(req).DirOf(ino);
+  if (dir == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
+  auto listing = dir->OpenListing(true);
   if (!listing.ok()) return ReplyError(req, listing.status());
   fi->fh = reinterpret_cast<uint64_t>(std::move(listing).value().release());
   if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<core::BackingDir*>(fi->fh);
