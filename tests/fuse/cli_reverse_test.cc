@@ -158,6 +158,9 @@ TEST_F(CliReverseTest, AnRsyncOfTheViewIsAVaultAndTheNextOnlyCopiesWhatChanged) 
     auto want = Below(Plain());
     want.erase(".sigilfs-reverse.conf");
     EXPECT_EQ(Below(Tmp("restored")), want);
+    // The copy is an ordinary vault from now on: it takes writes (sealed with random nonces).
+    WriteFile(Tmp("restored") / "src" / "new", test::Pattern(10000, 5));
+    EXPECT_EQ(test::ReadAll(Tmp("restored") / "src" / "new").size(), 10000u);
   }
 }
 
@@ -318,6 +321,17 @@ TEST_F(CliReverseTest, BadInputIsNamedPlainly) {
   ProcessResult r = Sigilfs({"init", "--reverse", Plain().string(), "--kdf", "test"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("already has a reverse config"), std::string::npos) << r.err;
+  // info and passwd find the reverse config of a plain directory.
+  r = RunProcess({SIGILFS_BINARY, "info", Plain().string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("its encrypted view"), std::string::npos) << r.out;
+  std::ofstream(Tmp("pw2")) << "new passphrase\n";
+  r = RunProcess({SIGILFS_BINARY, "passwd", Plain().string(), "--passfile", Pass(),
+                  "--new-passfile", Tmp("pw2").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Sigilfs({"reverse", Plain().string(), Tmp("view").string()});  // the old passphrase
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("wrong passphrase"), std::string::npos) << r.err;
   r = Sigilfs({"reverse", Tmp("nothing").string(), Tmp("view").string()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("the plain directory"), std::string::npos) << r.err;

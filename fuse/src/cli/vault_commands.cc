@@ -1,6 +1,7 @@
 // `sigilfs init`, `sigilfs passwd` and `sigilfs info`: creating and managing a vault's config.
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "commands.h"
@@ -52,6 +53,16 @@ int RunInit(const InitOptions& o) {
   return 0;
 }
 
+// The config file of `dir`: a vault's, or, in a plain directory made ready for backups
+// (init --reverse) that holds no vault config, the reverse one.
+std::string ConfigNameOf(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / core::kConfigFileName, ec) &&
+      std::filesystem::exists(std::filesystem::path(dir) / core::kReverseConfigFileName, ec))
+    return core::kReverseConfigFileName;
+  return core::kConfigFileName;
+}
+
 struct PasswdOptions {
   std::string dir;
   KdfOptions kdf;
@@ -68,13 +79,16 @@ int RunPasswd(const PasswdOptions& o) {
     kdf = *k;
   }
   // Check the config before asking anything, so a typo in the path fails fast.
-  if (auto config = core::Vault::LoadConfig(o.dir); !config.ok()) return Fail(config.status());
+  const std::string config_name = ConfigNameOf(o.dir);
+  if (auto config = core::Vault::LoadConfig(o.dir, config_name); !config.ok())
+    return Fail(config.status());
   auto old_pass =
       fuse::ReadPassphrase(o.old_pass, "Current passphrase", fuse::PromptMode::kExisting);
   if (!old_pass.ok()) return Fail(old_pass.status());
   auto new_pass = fuse::ReadPassphrase(o.new_pass, "New passphrase", fuse::PromptMode::kNew);
   if (!new_pass.ok()) return Fail(new_pass.status());
-  if (Status s = core::Vault::ChangePassphrase(o.dir, old_pass->span(), new_pass->span(), kdf);
+  if (Status s = core::Vault::ChangePassphrase(o.dir, old_pass->span(), new_pass->span(), kdf,
+                                               config_name);
       !s.ok())
     return Fail(s);
   fmt::print("Passphrase changed; the data was not touched.\n");
@@ -82,10 +96,14 @@ int RunPasswd(const PasswdOptions& o) {
 }
 
 int RunInfo(const std::string& dir) {
-  auto c = core::Vault::LoadConfig(dir);
+  const std::string config_name = ConfigNameOf(dir);
+  auto c = core::Vault::LoadConfig(dir, config_name);
   if (!c.ok()) return Fail(c.status());
   const size_t nonce = crypt::AeadNonceSize(c->cipher);
-  fmt::print("vault:        {}\n", dir);
+  if (config_name == core::kReverseConfigFileName)
+    fmt::print("plain tree:   {} (its encrypted view: sigilfs reverse)\n", dir);
+  else
+    fmt::print("vault:        {}\n", dir);
   fmt::print("format:       sigilfs vault version {}, file format version {}\n", c->version,
              core::kFileFormatVersion);
   fmt::print("contents:     {}, {}-byte pages, {}-byte nonce + {}-byte tag per page\n",
