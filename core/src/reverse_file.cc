@@ -100,8 +100,8 @@ class ReverseFile : public BackingFile {
     size_t written = 0;
     for (uint64_t index = first; index <= last && result.ok(); ++index) {
       const uint64_t unit_start = index * g.unit_size();
-      const size_t plain_len = static_cast<size_t>(
-          std::min<uint64_t>(kPageSize, plain_size_ - index * kPageSize));
+      const size_t plain_len =
+          static_cast<size_t>(std::min<uint64_t>(kPageSize, plain_size_ - index * kPageSize));
       const size_t unit_len = plain_len + g.overhead();
       const size_t skip = static_cast<size_t>(start > unit_start ? start - unit_start : 0);
       const size_t take = std::min(unit_len - skip, out.size() - written);

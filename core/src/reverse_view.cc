@@ -106,8 +106,7 @@ class ReverseDir : public BackingDir {
   }
 
   Result<std::unique_ptr<BackingDir>> OpenDir(std::string_view name) override {
-    if (name.empty())
-      return std::unique_ptr<BackingDir>(new ReverseDir(ctx_, plain_, path_));
+    if (name.empty()) return std::unique_ptr<BackingDir>(new ReverseDir(ctx_, plain_, path_));
     SIGILFS_ASSIGN_OR_RETURN(Resolved r, Resolve(name));
     if (r.kind != Resolved::kPlain) return Status::FromErrno(ENOTDIR, "not a directory");
     SIGILFS_RETURN_IF_ERROR(VisibleStat(r.plain).status());
@@ -235,9 +234,7 @@ class ReverseDir : public BackingDir {
   Status SetMode(std::string_view, mode_t) override { return ReadOnly(); }
   Status SetOwner(std::string_view, uid_t, gid_t) override { return ReadOnly(); }
   Status SetTimes(std::string_view, const struct timespec[2]) override { return ReadOnly(); }
-  Status SetXattr(std::string_view, std::string_view, ByteSpan, int) override {
-    return ReadOnly();
-  }
+  Status SetXattr(std::string_view, std::string_view, ByteSpan, int) override { return ReadOnly(); }
   Status RemoveXattr(std::string_view, std::string_view) override { return ReadOnly(); }
 
   // The view's objects have no handles of their own (a front end names them by path).
@@ -259,7 +256,8 @@ class ReverseDir : public BackingDir {
       const std::string_view entry = side ? name.substr(0, name.size() - kSideSuffix.size()) : name;
       SIGILFS_ASSIGN_OR_RETURN(auto found, FindLong(entry));
       if (side) SIGILFS_RETURN_IF_ERROR(VisibleStat(found.first).status());
-      if (side) return Resolved{Resolved::kLongSide, std::move(found.first), std::move(found.second)};
+      if (side)
+        return Resolved{Resolved::kLongSide, std::move(found.first), std::move(found.second)};
       return Resolved{Resolved::kPlain, std::move(found.first), {}};
     }
     if (name.find('.') != std::string_view::npos) return Missing(name);
@@ -366,8 +364,7 @@ class ReverseDir : public BackingDir {
   Result<std::vector<BackingEntry>> Entries() {
     std::vector<BackingEntry> plain;
     SIGILFS_RETURN_IF_ERROR(plain_->List(0, [&](const BackingEntry& e) {
-      if (e.name != "." && e.name != ".." &&
-          !(path_.empty() && e.name == kReverseConfigFileName))
+      if (e.name != "." && e.name != ".." && !(path_.empty() && e.name == kReverseConfigFileName))
         plain.push_back(e);
       return true;
     }));
@@ -497,9 +494,7 @@ class ReverseObject : public BackingDir {
   Status SetMode(std::string_view, mode_t) override { return ReadOnly(); }
   Status SetOwner(std::string_view, uid_t, gid_t) override { return ReadOnly(); }
   Status SetTimes(std::string_view, const struct timespec[2]) override { return ReadOnly(); }
-  Status SetXattr(std::string_view, std::string_view, ByteSpan, int) override {
-    return ReadOnly();
-  }
+  Status SetXattr(std::string_view, std::string_view, ByteSpan, int) override { return ReadOnly(); }
   Status RemoveXattr(std::string_view, std::string_view) override { return ReadOnly(); }
   Result<ObjectHandle> Handle(std::string_view name) override { return dir_->Handle(name); }
   Result<std::unique_ptr<BackingDir>> OpenByHandle(const ObjectHandle& h) override {

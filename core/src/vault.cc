@@ -102,8 +102,8 @@ Status Vault::CreateReverse(const std::string& plain_dir, ByteSpan passphrase,
   Status s = WriteFileAtomic(plain_dir, kReverseConfigFileName, SerializeConfig(config),
                              /*exclusive=*/true);
   if (s.code() == Code::kExists)
-    return Status(Code::kExists, plain_dir + " already has a reverse config (" +
-                                     kReverseConfigFileName + ")");
+    return Status(Code::kExists,
+                  plain_dir + " already has a reverse config (" + kReverseConfigFileName + ")");
   return s;
 }
 
@@ -113,10 +113,11 @@ Result<VaultConfig> Vault::LoadConfig(const std::string& dir, const std::string&
   if (!text.ok()) {
     if (text.status().code() == Code::kNotFound) {
       if (config_name == kReverseConfigFileName)
-        return Status(Code::kNotFound, "no reverse config " + path +
-                                           " (make one with 'sigilfs init --reverse')");
-      return Status(Code::kNotFound, "no vault config " + path +
-                                         " (is this a sigilfs vault? create one with 'sigilfs init')");
+        return Status(Code::kNotFound,
+                      "no reverse config " + path + " (make one with 'sigilfs init --reverse')");
+      return Status(
+          Code::kNotFound,
+          "no vault config " + path + " (is this a sigilfs vault? create one with 'sigilfs init')");
     }
     return text.status();
   }
@@ -134,8 +135,7 @@ Result<std::unique_ptr<Vault>> Vault::Unlock(const std::string& dir, ByteSpan pa
 }
 
 Status Vault::ChangePassphrase(const std::string& dir, ByteSpan old_passphrase,
-                               ByteSpan new_passphrase,
-                               std::optional<crypt::Argon2Params> new_kdf,
+                               ByteSpan new_passphrase, std::optional<crypt::Argon2Params> new_kdf,
                                const std::string& config_name) {
   SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir, config_name));
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes master, UnwrapMasterKey(config, old_passphrase));

@@ -44,8 +44,8 @@ TEST(ExcludeRulesTest, DoubleStarsCrossDirectories) {
 }
 
 TEST(ExcludeRulesTest, DirectoryOnlyNegationClassesAndComments) {
-  const ExcludeRules r = Rules({"# a comment", "", "tmp/", "*.log", "!keep.log", "[ab]?.bin",
-                                "\\#literal", "trailing   "});
+  const ExcludeRules r = Rules(
+      {"# a comment", "", "tmp/", "*.log", "!keep.log", "[ab]?.bin", "\\#literal", "trailing   "});
   EXPECT_TRUE(r.Excluded("tmp", true));
   EXPECT_FALSE(r.Excluded("tmp", false));  // a file called tmp stays
   EXPECT_TRUE(r.Excluded("x.log", false));

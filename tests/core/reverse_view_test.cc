@@ -1,7 +1,5 @@
 // Reverse mode's view (core/reverse.h) without FUSE: a copy of the view is a vault of the plain
 // tree, the view is the same bytes every time, changes show as few units, and it takes no writes.
-#include "sigilfs/core/reverse.h"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "sigilfs/core/acl.h"
+#include "sigilfs/core/reverse.h"
 #include "sigilfs/core/transfer.h"
 #include "sigilfs/core/tree.h"
 #include "test_support/forwarding_backing_dir.h"
@@ -39,10 +38,12 @@ void WriteFile(const fs::path& p, const std::vector<uint8_t>& data) {
 // times and which names share an inode; what a backup of it would copy.
 void Snapshot(BackingDir& dir, const std::string& prefix, std::map<std::string, std::string>& out) {
   std::vector<std::string> names;
-  ASSERT_TRUE(dir.List(0, [&](const BackingEntry& e) {
-                   names.push_back(e.name);
-                   return true;
-                 }).ok());
+  ASSERT_TRUE(dir.List(0,
+                       [&](const BackingEntry& e) {
+                         names.push_back(e.name);
+                         return true;
+                       })
+                  .ok());
   for (const std::string& name : names) {
     const std::string path = prefix + name;
     struct stat st = *dir.Stat(name);
@@ -70,13 +71,16 @@ void Snapshot(BackingDir& dir, const std::string& prefix, std::map<std::string, 
 
 // Copies store `from` into `to` as a backup tool would (rsync -aHX): every entry, its bytes,
 // mode, times, `user.*` attributes, and names of one inode as hard links.
-void CopyStore(BackingDir& from, BackingDir& to, std::map<uint64_t, std::pair<BackingDir*, std::string>>& inodes,
+void CopyStore(BackingDir& from, BackingDir& to,
+               std::map<uint64_t, std::pair<BackingDir*, std::string>>& inodes,
                std::vector<std::unique_ptr<BackingDir>>& keep) {
   std::vector<BackingEntry> entries;
-  ASSERT_TRUE(from.List(0, [&](const BackingEntry& e) {
-                   entries.push_back(e);
-                   return true;
-                 }).ok());
+  ASSERT_TRUE(from.List(0,
+                        [&](const BackingEntry& e) {
+                          entries.push_back(e);
+                          return true;
+                        })
+                  .ok());
   for (const BackingEntry& e : entries) {
     auto st = from.Stat(e.name);
     ASSERT_TRUE(st.ok()) << e.name << ": " << st.status().ToString();
@@ -150,22 +154,24 @@ class ReverseViewTest : public ::testing::Test {
     ASSERT_EQ(::chmod((plain_ / "one").c_str(), 0751), 0);
     ASSERT_EQ(::setxattr((plain_ / "page").c_str(), "user.note", "hello", 5, 0), 0);
     ASSERT_EQ(::setxattr((plain_ / "docs").c_str(), "user.dir", "d", 1, 0), 0);
-    const std::vector<uint8_t> access = acl::Serialize(acl::Acl({{acl::kUserObj, 6, acl::kUndefinedId},
-                                                                 {acl::kUser, 4, 65534},
-                                                                 {acl::kGroupObj, 4, acl::kUndefinedId},
-                                                                 {acl::kMask, 4, acl::kUndefinedId},
-                                                                 {acl::kOther, 0, acl::kUndefinedId}}));
-    acls_ = ::setxattr((plain_ / "one").c_str(), std::string(acl::kAccessName).c_str(), access.data(), access.size(),
-                       0) == 0;
+    const std::vector<uint8_t> access =
+        acl::Serialize(acl::Acl({{acl::kUserObj, 6, acl::kUndefinedId},
+                                 {acl::kUser, 4, 65534},
+                                 {acl::kGroupObj, 4, acl::kUndefinedId},
+                                 {acl::kMask, 4, acl::kUndefinedId},
+                                 {acl::kOther, 0, acl::kUndefinedId}}));
+    acls_ = ::setxattr((plain_ / "one").c_str(), std::string(acl::kAccessName).c_str(),
+                       access.data(), access.size(), 0) == 0;
     VaultCreateOptions cheap;
     cheap.kdf = crypt::Argon2ParamsFor(crypt::KdfPreset::kTest);
     ASSERT_TRUE(Vault::CreateReverse(plain_.string(), Bytes("pass"), cheap).ok());
-    vault_ = std::move(Vault::Unlock(plain_.string(), Bytes("pass"), kReverseConfigFileName)).value();
+    vault_ =
+        std::move(Vault::Unlock(plain_.string(), Bytes("pass"), kReverseConfigFileName)).value();
   }
 
   std::unique_ptr<BackingDir> View(const ReverseOptions& options = {}) {
-    auto view = OpenReverseView(*vault_, std::move(OpenPosixBackingDir(plain_.string())).value(),
-                                options);
+    auto view =
+        OpenReverseView(*vault_, std::move(OpenPosixBackingDir(plain_.string())).value(), options);
     EXPECT_TRUE(view.ok()) << view.status().ToString();
     return std::move(view).value();
   }
@@ -229,11 +235,12 @@ TEST_F(ReverseViewTest, ACopyOfTheViewIsAVaultHoldingThePlainTree) {
 }
 
 TEST_F(ReverseViewTest, TheForwardTreeReadsThePlainTreeThroughTheView) {
-  auto volume = std::move(Volume::Open(std::move(Vault::Unlock(plain_.string(), Bytes("pass"),
-                                                               kReverseConfigFileName))
-                                           .value(),
-                                       {}))
-                    .value();
+  auto volume =
+      std::move(Volume::Open(
+                    std::move(Vault::Unlock(plain_.string(), Bytes("pass"), kReverseConfigFileName))
+                        .value(),
+                    {}))
+          .value();
   auto tree = std::move(Tree::Open(*volume, View())).value();
   auto root = std::move(tree->Root()).value();
   auto plain = std::move(OpenPosixBackingDir(plain_.string())).value();
@@ -277,11 +284,12 @@ TEST_F(ReverseViewTest, TheSameTreeIsTheSameBytesAndAChangedPageChangesOneUnit) 
 TEST_F(ReverseViewTest, ExcludedEntriesAreNotInTheView) {
   ReverseOptions options;
   options.exclude = std::move(ExcludeRules::Parse({"deep/", "/one", "L*"})).value();
-  auto volume = std::move(Volume::Open(std::move(Vault::Unlock(plain_.string(), Bytes("pass"),
-                                                               kReverseConfigFileName))
-                                           .value(),
-                                       {}))
-                    .value();
+  auto volume =
+      std::move(Volume::Open(
+                    std::move(Vault::Unlock(plain_.string(), Bytes("pass"), kReverseConfigFileName))
+                        .value(),
+                    {}))
+          .value();
   auto tree = std::move(Tree::Open(*volume, View(options))).value();
   auto root = std::move(tree->Root()).value();
   std::vector<DirEntry> listed;
@@ -293,10 +301,13 @@ TEST_F(ReverseViewTest, ExcludedEntriesAreNotInTheView) {
   EXPECT_TRUE(tree->Stat(*docs, "big").ok());
   // The long name's side file goes with it.
   size_t sides = 0;
-  ASSERT_TRUE(docs->backing().List(0, [&](const BackingEntry& e) {
-                   sides += e.name.ends_with(kLongNameSideSuffix) ? 1 : 0;
-                   return true;
-                 }).ok());
+  ASSERT_TRUE(docs->backing()
+                  .List(0,
+                        [&](const BackingEntry& e) {
+                          sides += e.name.ends_with(kLongNameSideSuffix) ? 1 : 0;
+                          return true;
+                        })
+                  .ok());
   EXPECT_EQ(sides, 1u);  // the long directory name's only
   // What is left compares equal to the plain tree with the same rules.
   auto plain = std::move(OpenPosixBackingDir(plain_.string())).value();
@@ -310,19 +321,21 @@ TEST_F(ReverseViewTest, ExcludedEntriesAreNotInTheView) {
 }
 
 TEST_F(ReverseViewTest, AnUnreadablePlainFileIsEACCESAndTheRestReads) {
-  auto plain = std::make_unique<UnreadableFiles>(
-      std::move(OpenPosixBackingDir(plain_.string())).value());
+  auto plain =
+      std::make_unique<UnreadableFiles>(std::move(OpenPosixBackingDir(plain_.string())).value());
   auto view = std::move(OpenReverseView(*vault_, std::move(plain))).value();
   size_t files = 0, refused = 0;
-  ASSERT_TRUE(view->List(0, [&](const BackingEntry& e) {
-                     if (e.type != S_IFREG) return true;
-                     ++files;
-                     auto f = view->OpenFile(e.name, {.write = false});
-                     if (!f.ok() && f.status().sys_errno() == EACCES) ++refused;
-                     // Its attributes still show, as a listing of unreadable files does.
-                     EXPECT_TRUE(view->Stat(e.name).ok()) << e.name;
-                     return true;
-                   }).ok());
+  ASSERT_TRUE(view->List(0,
+                         [&](const BackingEntry& e) {
+                           if (e.type != S_IFREG) return true;
+                           ++files;
+                           auto f = view->OpenFile(e.name, {.write = false});
+                           if (!f.ok() && f.status().sys_errno() == EACCES) ++refused;
+                           // Its attributes still show, as a listing of unreadable files does.
+                           EXPECT_TRUE(view->Stat(e.name).ok()) << e.name;
+                           return true;
+                         })
+                  .ok());
   // Every plain file (sigilfs.conf is the plain config file) but the directory IV, the view's own.
   EXPECT_EQ(refused, files - 1);
 }
@@ -333,10 +346,13 @@ TEST_F(ReverseViewTest, WritesAreRefusedWithEROFS) {
   EXPECT_EQ(view->Unlink(kDirIvFileName).sys_errno(), EROFS);
   EXPECT_EQ(view->SetMode("", 0700).sys_errno(), EROFS);
   std::string stored;
-  ASSERT_TRUE(view->List(0, [&](const BackingEntry& e) {
-                     if (e.name != kDirIvFileName && e.name != kConfigFileName) stored = e.name;
-                     return stored.empty();
-                   }).ok());
+  ASSERT_TRUE(view->List(0,
+                         [&](const BackingEntry& e) {
+                           if (e.name != kDirIvFileName && e.name != kConfigFileName)
+                             stored = e.name;
+                           return stored.empty();
+                         })
+                  .ok());
   EXPECT_EQ(view->OpenFile(stored, {.write = true}).status().sys_errno(), EROFS);
   EXPECT_EQ(view->SetXattr(stored, "user.x", Bytes("v")).sys_errno(), EROFS);
   EXPECT_EQ(view->Stat("no.such").status().sys_errno(), ENOENT);
@@ -348,7 +364,8 @@ TEST_F(ReverseViewTest, AFileChangingWhileReadGivesUnitsThatEachOpen) {
   // The big file's stored path, found in the copy (the view has the same names).
   std::string big_stored;
   for (const auto& e : fs::recursive_directory_iterator(copy))
-    if (!e.is_symlink() && e.is_regular_file() && e.file_size() > 150000 && e.path().parent_path() != copy)
+    if (!e.is_symlink() && e.is_regular_file() && e.file_size() > 150000 &&
+        e.path().parent_path() != copy)
       big_stored = fs::relative(e.path(), copy).string();
   ASSERT_FALSE(big_stored.empty());
   auto object = View()->OpenObject(big_stored);

@@ -39,8 +39,10 @@ long long StatOf(const std::string& stats, const std::string& label) {
   if (at == std::string::npos) return -1;
   std::string digits;
   for (size_t i = at + label.size(); i < stats.size() && stats[i] != '\n'; ++i) {
-    if (std::isdigit(static_cast<unsigned char>(stats[i])) != 0) digits += stats[i];
-    else if (stats[i] != ',' && stats[i] != ' ' && !digits.empty()) break;
+    if (std::isdigit(static_cast<unsigned char>(stats[i])) != 0)
+      digits += stats[i];
+    else if (stats[i] != ',' && stats[i] != ' ' && !digits.empty())
+      break;
   }
   return digits.empty() ? -1 : std::stoll(digits);
 }
@@ -194,8 +196,8 @@ TEST_F(CliReverseTest, ChangesToThePlainTreeShowAndTheViewTakesNoWrites) {
 TEST_F(CliReverseTest, ATarOfTheViewRestoresAndVerifyBackupNamesEachDifference) {
   auto view = View();
   const fs::path archive = Tmp("view.tar"), copy = Tmp("untarred");
-  ProcessResult tar = RunProcess({"/usr/bin/tar", "-C", Tmp("view").string(), "--xattrs",
-                                  "-cf", archive.string(), "."});
+  ProcessResult tar = RunProcess(
+      {"/usr/bin/tar", "-C", Tmp("view").string(), "--xattrs", "-cf", archive.string(), "."});
   ASSERT_EQ(tar.exit_code, 0) << tar.err;
   fs::create_directory(copy);
   tar = RunProcess({"/usr/bin/tar", "-C", copy.string(), "--xattrs", "--xattrs-include=user.*",
@@ -312,7 +314,8 @@ TEST_F(CliReverseTest, ExcludedEntriesStayOutOfTheBackup) {
       << verified.out;
   EXPECT_NE(verified.out.find("fifo: missing from the vault"), std::string::npos) << verified.out;
   // A pattern that can match nothing is refused before the passphrase is read.
-  ProcessResult bad = Sigilfs({"reverse", Plain().string(), Tmp("view").string(), "--exclude", "/"});
+  ProcessResult bad =
+      Sigilfs({"reverse", Plain().string(), Tmp("view").string(), "--exclude", "/"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("matches nothing"), std::string::npos) << bad.err;
 }

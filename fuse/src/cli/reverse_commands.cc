@@ -26,10 +26,14 @@ namespace {
 // Options the view's mount passes to the kernel: who may look, and the access-time and
 // permission options mount(8) and /etc/fstab add.
 bool IsViewFuseOption(const std::string& opt) {
-  static const char* const kKnown[] = {
-      "allow_other", "allow_root", "default_permissions", "nosuid", "suid", "nodev", "dev",
-      "noexec", "exec", "noatime", "atime", "relatime", "strictatime", "nodiratime", "diratime",
-      "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail"};
+  static const char* const kKnown[] = {"allow_other", "allow_root", "default_permissions",
+                                       "nosuid",      "suid",       "nodev",
+                                       "dev",         "noexec",     "exec",
+                                       "noatime",     "atime",      "relatime",
+                                       "strictatime", "nodiratime", "diratime",
+                                       "auto",        "noauto",     "user",
+                                       "nouser",      "users",      "_netdev",
+                                       "nofail"};
   for (const char* k : kKnown)
     if (opt == k) return true;
   return opt.starts_with("x-") || opt.starts_with("comment=");
@@ -107,8 +111,8 @@ int RunVerifyBackup(const VerifyOptions& o) {
   if (!plain.ok()) return Fail(plain.status());
   Totals totals;
   if (ProgressLine::WouldShow(o.quiet))
-    totals = MeasureStore(
-        **plain, [](core::BackingDir&, const std::string&, const struct stat& st) {
+    totals =
+        MeasureStore(**plain, [](core::BackingDir&, const std::string&, const struct stat& st) {
           return static_cast<uint64_t>(st.st_size);
         });
   ProgressLine line("verify-backup", totals.bytes, totals.files, o.quiet);
@@ -165,10 +169,11 @@ int RunReverse(const ReverseArgs& a) {
     }
   }
   if (!unknown.empty()) {
-    std::fprintf(stderr,
-                 "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
-                 "passfile=, exclude_from=, allow_other, allow_root and the mount table's access options)\n",
-                 unknown.c_str());
+    std::fprintf(
+        stderr,
+        "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
+        "passfile=, exclude_from=, allow_other, allow_root and the mount table's access options)\n",
+        unknown.c_str());
     return 2;
   }
   struct stat st;
@@ -229,8 +234,9 @@ void RegisterReverseCommands(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand(
         "verify-backup", "Check a copy of an encrypted view against its plain tree, or on its own");
     cmd->add_option("COPY", o->copy, "The backup: a copy of the view (a vault)")->required();
-    cmd->add_option("PLAINDIR", o->plain,
-                    "The plain tree to compare with (without it: every unit of the copy must open)");
+    cmd->add_option(
+        "PLAINDIR", o->plain,
+        "The plain tree to compare with (without it: every unit of the copy must open)");
     cmd->add_flag("-q,--quiet", o->quiet, "Print only the differences");
     AddExcludeOptions(*cmd, o->exclude, o->exclude_from);
     AddPassphraseOptions(*cmd, o->pass, "", "passphrase");

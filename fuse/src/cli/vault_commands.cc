@@ -40,8 +40,8 @@ int RunInit(const InitOptions& o) {
   if (o.reverse) {
     if (Status s = core::Vault::CreateReverse(o.dir, pass->span(), opts); !s.ok()) return Fail(s);
     fmt::print("Made {} ready for encrypted backups ({}, Argon2id {} / {}): its config is {}/{}.\n",
-               o.dir, o.cipher, Counted(kdf->opslimit, "pass", "passes"),
-               MemoryText(kdf->memlimit), o.dir, core::kReverseConfigFileName);
+               o.dir, o.cipher, Counted(kdf->opslimit, "pass", "passes"), MemoryText(kdf->memlimit),
+               o.dir, core::kReverseConfigFileName);
     fmt::print("'sigilfs reverse {} MOUNTPOINT' shows its encrypted view.\n", o.dir);
     fmt::print("Keep the passphrase safe: without it a backup cannot be restored.\n");
     return 0;

@@ -27,7 +27,7 @@ constexpr double kTimeout = 1.0;
 
 // A name the kernel looked up. Its fields are View::mu_'s: read and changed under it only.
 struct Node {
-  std::shared_ptr<Node> parent;           // null for the root
+  std::shared_ptr<Node> parent;  // null for the root
   fuse_ino_t parent_ino = 0;
   std::string name;                       // its stored name in the parent
   std::shared_ptr<core::BackingDir> dir;  // a directory's handle; null for other kinds
@@ -114,6 +114,14 @@ View& ViewOf(fuse_req_t req) { return *static_cast<View*>(fuse_req_userdata(req)
 
 void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
 
+// What open and opendir keep in fi->fh: the view's file, and a listing handle of a directory.
+core::BackingFile* FileOf(const fuse_file_info* fi) {
+  return reinterpret_cast<core::BackingFile*>(fi->fh);  // NOLINT(performance-no-int-to-ptr)
+}
+core::BackingDir* ListingOf(const fuse_file_info* fi) {
+  return reinterpret_cast<core::BackingDir*>(fi->fh);  // NOLINT(performance-no-int-to-ptr)
+}
+
 std::optional<View::Reach> ReachOf(fuse_req_t req, fuse_ino_t ino) {
   return ViewOf(req).ReachOf(ino);
 }
@@ -171,11 +179,11 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto file = at->dir->OpenFile(at->name, {.write = false, .keep_atime = true});
   if (!file.ok()) return ReplyError(req, file.status());
   fi->fh = reinterpret_cast<uint64_t>(std::move(file).value().release());
-  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<core::BackingFile*>(fi->fh);
+  if (fuse_reply_open(req, fi) != 0) delete FileOf(fi);
 }
 
 void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-  auto* file = reinterpret_cast<core::BackingFile*>(fi->fh);
+  core::BackingFile* file = FileOf(fi);
   std::vector<uint8_t> buf(size);
   auto n = file->ReadAt(buf, static_cast<uint64_t>(offset));
   if (!n.ok()) {
@@ -186,7 +194,7 @@ void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info*
 }
 
 void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<core::BackingFile*>(fi->fh);
+  delete FileOf(fi);
   fuse_reply_err(req, 0);
 }
 
@@ -196,19 +204,19 @@ void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto listing = dir->OpenListing(true);
   if (!listing.ok()) return ReplyError(req, listing.status());
   fi->fh = reinterpret_cast<uint64_t>(std::move(listing).value().release());
-  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<core::BackingDir*>(fi->fh);
+  if (fuse_reply_open(req, fi) != 0) delete ListingOf(fi);
 }
 
 void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-  auto* listing = reinterpret_cast<core::BackingDir*>(fi->fh);
+  core::BackingDir* listing = ListingOf(fi);
   std::vector<char> buf(size);
   size_t used = 0;
   Status s = listing->List(static_cast<uint64_t>(offset), [&](const core::BackingEntry& e) {
     struct stat st {};
     st.st_ino = e.ino;
     st.st_mode = e.type;
-    const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(),
-                                          &st, static_cast<off_t>(e.next));
+    const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st,
+                                          static_cast<off_t>(e.next));
     if (need > size - used) return false;
     used += need;
     return true;
@@ -218,7 +226,7 @@ void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_in
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<core::BackingDir*>(fi->fh);
+  delete ListingOf(fi);
   fuse_reply_err(req, 0);
 }
 

@@ -26,11 +26,11 @@ struct ReverseOptions {
 //   links) the plain entries' own;
 // - every byte derived from the plaintext, its place and the vault's key (ReverseKeys), so the
 //   same tree gives the same view at every mount.
-// Left out: entries `options.exclude` names, entries on another file system than `plain` (mount points below it, as `rsync -x`),
-// and symlinks whose targets exceed Volume::kMaxInlineTarget bytes (their sealed text would
-// need a side file of the root). Every call that would change the store is EROFS.
-// A file's size is taken once per open: a file that grows while read shows its old length, one
-// that shrinks fails the read (EIO) rather than give units that do not authenticate. Each unit
+// Left out: entries `options.exclude` names, entries on another file system than `plain` (mount
+// points below it, as `rsync -x`), and symlinks whose targets exceed Volume::kMaxInlineTarget bytes
+// (their sealed text would need a side file of the root). Every call that would change the store is
+// EROFS. A file's size is taken once per open: a file that grows while read shows its old length,
+// one that shrinks fails the read (EIO) rather than give units that do not authenticate. Each unit
 // is sealed from one read of its page, and the last unit a read ended inside is kept, so a
 // sequential reader gets whole units even while the file changes.
 // Thread-safety: safe for concurrent access, as any BackingDir.
