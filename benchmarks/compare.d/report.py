@@ -83,8 +83,12 @@ def table(header, rows, right_from):
 def write_summary(path, ctx, results, systems, charts):
     names = [s.name for s in systems]
     keys = results.keys()
-    shared = [k for k in keys if results.groups[k[0]].only is None]
+    shared = [k for k in keys
+              if results.groups[k[0]].only is None and not results.groups[k[0]].reverse]
     only = [k for k in keys if results.groups[k[0]].only is not None]
+    # Backups through an encrypted view: only the systems that have one.
+    reverse = [k for k in keys if results.groups[k[0]].reverse]
+    reverse_names = [s.name for s in systems if s.reverse]
 
     out = [f"# Comparison run, {ctx.started:%Y-%m-%d %H:%M} UTC", ""]
     if ctx.runs > 1:
@@ -126,6 +130,11 @@ def write_summary(path, ctx, results, systems, charts):
                                          results.values("sigilfs", (w, m, u)), u) for n in names]
                     for w, m, u in shared]
             out.append(table(["workload", "metric"] + names, rows, 2))
+    if reverse and reverse_names:
+        out += ["", "## Encrypted views of a plain tree (reverse mode)", ""]
+        rows = [[w, m, u] + [cell(results.values(n, (w, m, u))) for n in reverse_names]
+                for w, m, u in reverse]
+        out.append(table(["workload", "metric", "unit"] + reverse_names, rows, 3))
     if only:
         out += ["", "## sigilfs only", ""]
         rows = [[w, m, u, cell(results.values("sigilfs", (w, m, u)))] for w, m, u in only]

@@ -1,6 +1,8 @@
 // .gitignore-style exclusion rules: parsing, and a glob matcher with '**'.
 #include "sigilfs/core/exclude.h"
 
+#include <cstdint>
+
 namespace sigilfs::core {
 namespace {
 
@@ -34,57 +36,74 @@ bool ClassMatches(std::string_view& p, char c, bool& closed) {
   return matched != negate;
 }
 
-// Glob `p` against all of `s` ('/' separates names; only "**" crosses it).
-bool Glob(std::string_view p, std::string_view s) {
-  while (!p.empty()) {
-    if (p.starts_with("**")) {
-      p.remove_prefix(2);
-      if (p.starts_with('/')) {  // "**/": zero or more whole directories
-        p.remove_prefix(1);
-        for (size_t i = 0; i <= s.size(); ++i)
-          if ((i == 0 || s[i - 1] == '/') && Glob(p, s.substr(i))) return true;
+// Glob `p` against all of `s` ('/' separates names; only a "**" that is a whole component
+// crosses it: "**/" at the start, "/**/" inside, "/**" at the end; any other "**" is a '*').
+// Memoised on (pattern position, text position), so a pattern of many stars costs at most
+// |p| x |s| steps, never the exponential backtracking of a naive matcher.
+class Glob {
+ public:
+  Glob(std::string_view p, std::string_view s)
+      : p_(p), s_(s), memo_((p.size() + 1) * (s.size() + 1), kUnknown) {}
+  bool Match() { return At(0, 0); }
+
+ private:
+  static constexpr uint8_t kUnknown = 2;
+
+  bool At(size_t pi, size_t si) {
+    uint8_t& m = memo_[pi * (s_.size() + 1) + si];
+    if (m == kUnknown) m = Compute(pi, si) ? 1 : 0;
+    return m == 1;
+  }
+
+  // A "**" at `pi` that is a whole component of the pattern.
+  bool DoubleStar(size_t pi) const {
+    return p_.substr(pi, 2) == "**" && (pi == 0 || p_[pi - 1] == '/') &&
+           (pi + 2 == p_.size() || p_[pi + 2] == '/');
+  }
+
+  bool Compute(size_t pi, size_t si) {
+    if (pi == p_.size()) return si == s_.size();
+    if (DoubleStar(pi)) {
+      if (pi + 2 < p_.size()) {  // "**/": zero or more whole directories
+        for (size_t i = si; i <= s_.size(); ++i)
+          if ((i == si || s_[i - 1] == '/') && At(pi + 3, i)) return true;
         return false;
       }
-      for (size_t i = 0; i <= s.size(); ++i)  // anything, '/' included
-        if (Glob(p, s.substr(i))) return true;
-      return false;
+      return true;  // a trailing "**": everything
     }
-    const char c = p.front();
+    const char c = p_[pi];
     if (c == '*') {
-      p.remove_prefix(1);
-      for (size_t i = 0; i <= s.size(); ++i) {
-        if (Glob(p, s.substr(i))) return true;
-        if (i < s.size() && s[i] == '/') break;
+      size_t next = pi + 1;
+      while (next < p_.size() && p_[next] == '*') ++next;  // "***" is one star
+      for (size_t i = si; i <= s_.size(); ++i) {
+        if (At(next, i)) return true;
+        if (i < s_.size() && s_[i] == '/') break;
       }
       return false;
     }
-    if (s.empty()) return false;
-    if (c == '?') {
-      if (s.front() == '/') return false;
-      p.remove_prefix(1);
-    } else if (c == '[') {
-      std::string_view rest = p.substr(1);
+    if (si == s_.size()) return false;
+    if (c == '?') return s_[si] != '/' && At(pi + 1, si + 1);
+    if (c == '[') {
+      std::string_view rest = p_.substr(pi + 1);
       bool closed = false;
-      const bool ok = ClassMatches(rest, s.front(), closed);
-      if (closed) {
-        if (!ok || s.front() == '/') return false;
-        p = rest;
-      } else {  // no closing ']': a literal '['
-        if (s.front() != '[') return false;
-        p.remove_prefix(1);
-      }
-    } else {
-      char want = c;
-      if (c == '\\' && p.size() > 1) {
-        want = p[1];
-        p.remove_prefix(1);
-      }
-      if (s.front() != want) return false;
-      p.remove_prefix(1);
+      const bool ok = ClassMatches(rest, s_[si], closed);
+      if (!closed) return s_[si] == '[' && At(pi + 1, si + 1);  // no ']': a literal '['
+      return ok && s_[si] != '/' && At(p_.size() - rest.size(), si + 1);
     }
-    s.remove_prefix(1);
+    if (c == '\\' && pi + 1 < p_.size()) return s_[si] == p_[pi + 1] && At(pi + 2, si + 1);
+    return s_[si] == c && At(pi + 1, si + 1);
   }
-  return s.empty();
+
+  std::string_view p_, s_;
+  std::vector<uint8_t> memo_;
+};
+
+// Whether `p` ends with a backslash that escapes nothing: such a pattern matches nothing, as in
+// git.
+bool DanglingEscape(std::string_view p) {
+  size_t n = 0;
+  while (n < p.size() && p[p.size() - 1 - n] == '\\') ++n;
+  return n % 2 == 1;
 }
 
 }  // namespace
@@ -113,7 +132,7 @@ Result<ExcludeRules> ExcludeRules::Parse(const std::vector<std::string>& lines) 
       p.remove_prefix(1);
     }
     if (p.find('/') != std::string_view::npos) r.anchored = true;
-    if (p.empty())
+    if (p.empty() || DanglingEscape(p))
       return Status(Code::kInvalidArgument, "exclude pattern '" + line + "' matches nothing");
     r.pattern = std::string(p);
     out.rules_.push_back(std::move(r));
@@ -128,7 +147,7 @@ bool ExcludeRules::Excluded(std::string_view path, bool is_dir) const {
   for (const Rule& r : rules_) {
     if (r.dir_only && !is_dir) continue;
     if (r.negate != excluded) continue;  // it could not change the outcome
-    if (Glob(r.pattern, r.anchored ? path : name)) excluded = !r.negate;
+    if (Glob(r.pattern, r.anchored ? path : name).Match()) excluded = !r.negate;
   }
   return excluded;
 }

@@ -5,7 +5,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <limits>
+#include <list>
 #include <vector>
 
 #include "sigilfs/core/keys.h"
@@ -70,29 +70,28 @@ class ReverseFile : public BackingFile {
 
  private:
   // Units `first` to `last` into `out`, which starts at byte `start` of the units (relative to
-  // the end of the header). The plain pages are read in one call; a unit the read ends inside
-  // is kept for the next read, which then continues it with the same bytes.
+  // the end of the header). The pages of the units the read covers whole are read in one call;
+  // a unit it covers only in part (at most its first and its last) is a boundary unit.
   Status Units(uint64_t first, uint64_t last, uint64_t start, MutableByteSpan out) {
     const PageGeometry& g = codec_.geometry();
-    std::vector<uint8_t> kept;
-    uint64_t from = first;
-    {
-      MutexLock lock(mu_);
-      if (kept_index_ == first) {
-        kept = kept_unit_;
-        ++from;
-      }
-    }
+    auto unit_len = [&](uint64_t index) {
+      return static_cast<size_t>(std::min<uint64_t>(kPageSize, plain_size_ - index * kPageSize)) +
+             g.overhead();
+    };
+    const uint64_t end = start + out.size();
+    // The units covered whole: [lo, hi_end), every one but a first or last covered in part.
+    const bool first_whole = start == first * g.unit_size();
+    const bool last_whole = end == last * g.unit_size() + unit_len(last);
+    const uint64_t lo = first_whole ? first : first + 1;
+    const uint64_t hi_end = last_whole ? last + 1 : last;
     std::vector<uint8_t> plain;
-    if (from <= last) {
-      const uint64_t plain_start = from * kPageSize;
-      const uint64_t plain_end = std::min<uint64_t>(plain_size_, (last + 1) * kPageSize);
+    if (lo < hi_end) {
+      const uint64_t plain_start = lo * kPageSize;
+      const uint64_t plain_end = std::min<uint64_t>(plain_size_, hi_end * kPageSize);
       plain.resize(plain_end - plain_start);
-      auto got = plain_->ReadAt(plain, plain_start);
-      if (!got.ok() || *got != plain.size()) {
+      if (Status s = ReadPlain(plain, plain_start); !s.ok()) {
         crypt::SecureWipe(plain);
-        if (!got.ok()) return got.status();
-        return Status::FromErrno(EIO, "the plain file became shorter while it was read");
+        return s;
       }
     }
     std::vector<uint8_t> unit;
@@ -100,33 +99,55 @@ class ReverseFile : public BackingFile {
     size_t written = 0;
     for (uint64_t index = first; index <= last && result.ok(); ++index) {
       const uint64_t unit_start = index * g.unit_size();
-      const size_t plain_len =
-          static_cast<size_t>(std::min<uint64_t>(kPageSize, plain_size_ - index * kPageSize));
-      const size_t unit_len = plain_len + g.overhead();
+      const size_t len = unit_len(index);
       const size_t skip = static_cast<size_t>(start > unit_start ? start - unit_start : 0);
-      const size_t take = std::min(unit_len - skip, out.size() - written);
-      const bool whole = skip == 0 && take == unit_len;
+      const size_t take = std::min(len - skip, out.size() - written);
       MutableByteSpan dest = out.subspan(written, take);
-      if (index == first && !kept.empty()) {
-        std::memcpy(dest.data(), kept.data() + skip, take);
+      if (index >= lo && index < hi_end) {
+        const ByteSpan page(plain.data() + (index - lo) * kPageSize, len - g.overhead());
+        result = Seal(index, page, dest);
       } else {
-        unit.resize(unit_len);
-        MutableByteSpan target = whole ? dest : MutableByteSpan(unit);
-        const ByteSpan page(plain.data() + (index - from) * kPageSize, plain_len);
-        result = Seal(index, page, target);
-        if (result.ok() && !whole) {
-          std::memcpy(dest.data(), unit.data() + skip, take);
-          if (skip + take < unit_len) {  // the read ends inside this unit: keep it
-            MutexLock lock(mu_);
-            kept_index_ = index;
-            kept_unit_ = unit;
-          }
-        }
+        unit.resize(len);
+        result = BoundaryUnit(index, unit);
+        if (result.ok()) std::memcpy(dest.data(), unit.data() + skip, take);
       }
       written += take;
     }
     crypt::SecureWipe(plain);
     return result;
+  }
+
+  // Reads plain bytes at `offset`, all of them: a file that became shorter since it was opened
+  // fails the read.
+  Status ReadPlain(MutableByteSpan buf, uint64_t offset) {
+    auto got = plain_->ReadAt(buf, offset);
+    if (!got.ok()) return got.status();
+    if (*got != buf.size())
+      return Status::FromErrno(EIO, "the plain file became shorter while it was read");
+    return Status::Ok();
+  }
+
+  // Unit `index`, which a read covers only in part, into `unit`: the same bytes to every read
+  // of this open file, so that two reads that each take a part of it (in any order, or at once)
+  // give a whole unit even while its page changes. Sealed under the lock the first time, from
+  // one read of its page, and kept (the last kKept of them).
+  Status BoundaryUnit(uint64_t index, MutableByteSpan unit) {
+    MutexLock lock(mu_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->first != index) continue;
+      std::memcpy(unit.data(), it->second.data(), unit.size());
+      kept_.splice(kept_.begin(), kept_, it);  // most recently used first
+      return Status::Ok();
+    }
+    std::array<uint8_t, kPageSize> page;
+    const size_t len = unit.size() - codec_.geometry().overhead();
+    Status s = ReadPlain(MutableByteSpan(page.data(), len), index * kPageSize);
+    if (s.ok()) s = Seal(index, ByteSpan(page.data(), len), unit);
+    crypt::SecureWipe(page);
+    if (!s.ok()) return s;
+    kept_.emplace_front(index, std::vector<uint8_t>(unit.begin(), unit.end()));
+    if (kept_.size() > kKept) kept_.pop_back();
+    return Status::Ok();
   }
 
   Status Seal(uint64_t index, ByteSpan page, MutableByteSpan unit) const {
@@ -144,9 +165,11 @@ class ReverseFile : public BackingFile {
   const ReverseKeys& keys_;
   const uint64_t pages_;
   std::array<uint8_t, kFileHeaderSize> header_{};
+  // Boundary units sealed (index, ciphertext), most recently used first. Reads a few at a time
+  // in flight (the kernel's read-ahead) share at most one each with their neighbours.
+  static constexpr size_t kKept = 32;
   Mutex mu_;
-  uint64_t kept_index_ SIGILFS_GUARDED_BY(mu_) = std::numeric_limits<uint64_t>::max();
-  std::vector<uint8_t> kept_unit_ SIGILFS_GUARDED_BY(mu_);  // ciphertext: no wipe needed
+  std::list<std::pair<uint64_t, std::vector<uint8_t>>> kept_ SIGILFS_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // entries a vault of that directory would hold (see sigilfs/core/reverse.h).
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,7 +99,7 @@ class ReverseDir : public BackingDir {
       case Resolved::kDirIv:
         return OwnFile(name, kDirIvSize);
       case Resolved::kConfig:
-        return plain_->Stat(kReverseConfigFileName);
+        return ConfigStat();
       case Resolved::kLongSide:
         return OwnFile(name, r.cipher.size());
     }
@@ -183,7 +184,9 @@ class ReverseDir : public BackingDir {
     SIGILFS_ASSIGN_OR_RETURN(Attributed a, AttributedEntry(name));
     if (a.none) return Status::FromErrno(ENODATA, "no such attribute");
     if (attr == kDirIvAttrName) {
-      if (!S_ISDIR(a.st.st_mode)) return Status::FromErrno(ENODATA, "no such attribute");
+      // As a vault's: every directory but the root has its IV as an attribute too.
+      if (!S_ISDIR(a.st.st_mode) || a.path.empty())
+        return Status::FromErrno(ENODATA, "no such attribute");
       const DirIv iv = ctx_->keys->DirIvOf(a.path);
       return std::vector<uint8_t>(iv.begin(), iv.end());
     }
@@ -208,12 +211,17 @@ class ReverseDir : public BackingDir {
     SIGILFS_ASSIGN_OR_RETURN(Attributed a, AttributedEntry(name));
     std::vector<std::string> out;
     if (a.none) return out;
-    if (S_ISDIR(a.st.st_mode)) out.emplace_back(kDirIvAttrName);
-    SIGILFS_ASSIGN_OR_RETURN(std::vector<PlainXattr> plain, PlainXattrs(*plain_, a.plain, true));
-    for (PlainXattr& x : plain) {
-      SIGILFS_ASSIGN_OR_RETURN(std::string key, ctx_->names->XattrStoredName(x.name));
+    if (S_ISDIR(a.st.st_mode) && !a.path.empty()) out.emplace_back(kDirIvAttrName);
+    auto names = plain_->ListXattrs(a.plain);  // names only: no value is read to list them
+    if (!names.ok()) {
+      const int e = names.status().sys_errno();
+      if (e == ENOTSUP || e == EOPNOTSUPP) return out;
+      return names.status();
+    }
+    for (const std::string& attr : *names) {
+      if (!attr.starts_with(kUserNamespace) && !acl::IsAclName(attr)) continue;
+      SIGILFS_ASSIGN_OR_RETURN(std::string key, ctx_->names->XattrStoredName(attr));
       out.push_back(std::move(key));
-      crypt::SecureWipe(x.value);
     }
     return out;
   }
@@ -255,7 +263,7 @@ class ReverseDir : public BackingDir {
       const bool side = name.ends_with(kSideSuffix);
       const std::string_view entry = side ? name.substr(0, name.size() - kSideSuffix.size()) : name;
       SIGILFS_ASSIGN_OR_RETURN(auto found, FindLong(entry));
-      if (side) SIGILFS_RETURN_IF_ERROR(VisibleStat(found.first).status());
+      if (side) SIGILFS_RETURN_IF_ERROR(PlainStat(found.first).status());
       if (side)
         return Resolved{Resolved::kLongSide, std::move(found.first), std::move(found.second)};
       return Resolved{Resolved::kPlain, std::move(found.first), {}};
@@ -266,20 +274,38 @@ class ReverseDir : public BackingDir {
     return Resolved{Resolved::kPlain, std::move(plain).value(), {}};
   }
 
-  // The plain entry whose encrypted name is stored as long name `stored`, and that name.
+  // The plain entry whose encrypted name is stored as long name `stored`, and that name. The
+  // directory's long names are listed once and kept while its modification time stays.
   Result<std::pair<std::string, std::string>> FindLong(std::string_view stored) {
-    std::pair<std::string, std::string> found;
-    Status s = plain_->List(0, [&](const BackingEntry& e) {
-      if (!MayBeLong(e.name) || (path_.empty() && e.name == kReverseConfigFileName)) return true;
-      auto cipher = ctx_->names->Encrypt(iv_, e.name);
-      if (!cipher.ok() || NameCodec::StoredName(*cipher) != stored) return true;
-      found = {e.name, std::move(cipher).value()};
-      return false;
-    });
-    SIGILFS_RETURN_IF_ERROR(s);
-    if (found.first.empty()) return Missing(stored);
-    return found;
+    SIGILFS_ASSIGN_OR_RETURN(struct stat self, plain_->Stat(""));
+    std::shared_ptr<const LongNames> names;
+    {
+      MutexLock lock(long_mu_);
+      if (long_names_ != nullptr && long_names_->mtime.tv_sec == self.st_mtim.tv_sec &&
+          long_names_->mtime.tv_nsec == self.st_mtim.tv_nsec)
+        names = long_names_;
+    }
+    if (names == nullptr) {
+      auto fresh = std::make_shared<LongNames>();
+      fresh->mtime = self.st_mtim;
+      SIGILFS_RETURN_IF_ERROR(plain_->List(0, [&](const BackingEntry& e) {
+        if (!MayBeLong(e.name) || (path_.empty() && e.name == kReverseConfigFileName)) return true;
+        auto cipher = ctx_->names->Encrypt(iv_, e.name);
+        if (!cipher.ok()) return true;
+        std::string key = NameCodec::StoredName(*cipher);
+        if (NameCodec::IsLongName(key))
+          fresh->by_stored.emplace(std::move(key), std::make_pair(e.name, std::move(cipher).value()));
+        return true;
+      }));
+      names = fresh;
+      MutexLock lock(long_mu_);
+      long_names_ = std::move(fresh);
+    }
+    auto it = names->by_stored.find(std::string(stored));
+    if (it == names->by_stored.end()) return Missing(stored);
+    return it->second;
   }
+
   // Whether a plain name's encrypted form can exceed a stored name's length: a name of L bytes
   // becomes base64 of L + 16 bytes, 4(L + 16)/3 characters.
   static bool MayBeLong(std::string_view plain) {
@@ -309,11 +335,24 @@ class ReverseDir : public BackingDir {
     return st;
   }
 
+  // Whoever may read a directory may read the view's own files in it (its IV, long names, the
+  // config), or a backup made by another user than the owner could not be opened; the owner
+  // always may.
+  static mode_t ReadBitsOf(const struct stat& dir) { return (dir.st_mode & 0444) | 0400; }
+
+  // The reverse config as the view's sigilfs.conf: its own, readable as the root is.
+  Result<struct stat> ConfigStat() {
+    SIGILFS_ASSIGN_OR_RETURN(struct stat root, plain_->Stat(""));
+    SIGILFS_ASSIGN_OR_RETURN(struct stat st, plain_->Stat(kReverseConfigFileName));
+    st.st_mode = S_IFREG | ReadBitsOf(root);
+    return st;
+  }
+
   // One of the view's own files in this directory: read only, the directory's owner's, dated
   // when the reverse config was written (so that it never looks changed to a backup).
   Result<struct stat> OwnFile(std::string_view stored, size_t size) {
     SIGILFS_ASSIGN_OR_RETURN(struct stat st, plain_->Stat(""));
-    st.st_mode = S_IFREG | 0400;
+    st.st_mode = S_IFREG | ReadBitsOf(st);
     st.st_nlink = 1;
     st.st_ino = SyntheticIno(path_, stored);
     st.st_size = static_cast<off_t>(size);
@@ -357,7 +396,9 @@ class ReverseDir : public BackingDir {
     if (target.size() > Volume::kMaxInlineTarget) return Missing(plain);
     const SealNonce nonce =
         ctx_->keys->ValueNonce("target", Identity(ChildPath(path_, plain), st), AsBytes(target));
-    return ctx_->names->EncryptTarget(target, &nonce);
+    auto sealed = ctx_->names->EncryptTarget(target, &nonce);
+    crypt::SecureWipe({reinterpret_cast<uint8_t*>(target.data()), target.size()});
+    return sealed;
   }
 
   // The view's entries of this directory, sorted by cursor.
@@ -383,12 +424,11 @@ class ReverseDir : public BackingDir {
       // to keep inline.
       if (e.type != 0 && ctx_->exclude.Excluded(ChildPath(path_, e.name), e.type == S_IFDIR))
         continue;
-      if (e.type == S_IFDIR || e.type == S_IFLNK || e.type == 0) {
-        auto st = PlainStat(e.name);
-        if (!st.ok()) {
-          if (st.status().sys_errno() == ENOENT) continue;  // gone, or left out
-          return st.status();
-        }
+      // Every entry's device is looked at: a file can be a mount point too (a bind mount).
+      auto st = PlainStat(e.name);
+      if (!st.ok()) {
+        if (st.status().sys_errno() == ENOENT) continue;  // gone, or left out
+        return st.status();
       }
       SIGILFS_ASSIGN_OR_RETURN(std::string cipher, ctx_->names->Encrypt(iv_, e.name));
       std::string stored = NameCodec::StoredName(cipher);
@@ -436,6 +476,13 @@ class ReverseDir : public BackingDir {
   const bool listing_;
   Mutex snapshot_mu_;
   std::shared_ptr<const std::vector<BackingEntry>> snapshot_ SIGILFS_GUARDED_BY(snapshot_mu_);
+  // The directory's long names by stored name: (plain name, full encrypted name), as of `mtime`.
+  struct LongNames {
+    struct timespec mtime {};
+    std::map<std::string, std::pair<std::string, std::string>> by_stored;
+  };
+  Mutex long_mu_;
+  std::shared_ptr<const LongNames> long_names_ SIGILFS_GUARDED_BY(long_mu_);
 };
 
 // A handle on one non-directory entry of the view: its calls take the empty name.

@@ -65,9 +65,29 @@ TEST(ExcludeRulesTest, DirectoryOnlyNegationClassesAndComments) {
   EXPECT_TRUE(Rules({"a[b"}).Excluded("a[b", false));  // no ']': a literal '['
 }
 
+TEST(ExcludeRulesTest, ADoubleStarInsideANameIsOneStar) {
+  const ExcludeRules r = Rules({"a**b"});
+  EXPECT_TRUE(r.Excluded("axyb", false));
+  EXPECT_FALSE(r.Excluded("ax/yb", false));
+  EXPECT_TRUE(Rules({"x/**"}).Excluded("x/y/z", false));
+  EXPECT_FALSE(Rules({"x/a**"}).Excluded("x/ab/c", false));
+}
+
+// Many stars against a long name that almost matches: a backtracking matcher takes about
+// C(125, 5) steps here; this one takes |pattern| x |name|.
+TEST(ExcludeRulesTest, ManyStarsAgainstALongNameStayCheap) {
+  std::string name;
+  for (int i = 0; i < 125; ++i) name += "-a";
+  const ExcludeRules r = Rules({"*-*-*-*-*-*-*-*.log", "*a*a*a*a*a*a*a*a*b"});
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(r.Excluded(name, false));
+  EXPECT_TRUE(r.Excluded(name + ".log", false));
+}
+
 TEST(ExcludeRulesTest, PatternsThatCanMatchNothingAreRefused) {
   EXPECT_EQ(ExcludeRules::Parse({"/"}).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ExcludeRules::Parse({"!"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ExcludeRules::Parse({"dangling\\"}).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Rules({"two\\\\"}).Excluded("two\\", false));
   EXPECT_TRUE(ExcludeRules::Parse({}).ok());
   EXPECT_TRUE(ExcludeRules::Parse({}).value().empty());
 }

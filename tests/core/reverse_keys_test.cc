@@ -63,8 +63,8 @@ TEST(ReverseKeysTest, TheSameInputsGiveTheSameValuesAndAnythingElseOthers) {
 // versions, or every backup taken through it would be copied again in full. Computed apart
 // from this code (Python's hmac and hashlib: HKDF-SHA256 of 32 bytes of 7 with the label
 // "sigilfs v1 reverse", then HMAC-SHA256 of "dir-iv\0", of "file\0a/b.txt", and of "unit\0",
-// the file nonce, le64 5, kind 1, last 1 and "hello", and of "value\0target\0a/link\0../b.txt",
-// each truncated).
+// the file nonce, le64 5, kind 1, last 1 and "hello", of "value\0target\0a/link\0../b.txt" and
+// of "inode\0" and le64 1234567, each truncated).
 TEST(ReverseKeysTest, ThePinnedValues) {
   auto keys = std::move(ReverseKeys::Derive(Key(7))).value();
   const DirIv iv = keys->DirIvOf("");
@@ -76,6 +76,7 @@ TEST(ReverseKeysTest, ThePinnedValues) {
   EXPECT_EQ(crypt::HexEncode(unit), "1dd3afbc6f4e3dde43ff2612");
   EXPECT_EQ(crypt::HexEncode(keys->ValueNonce("target", "a/link", AsBytes("../b.txt"))),
             "02a4fe67e15a570e78b10487b56f6718");
+  EXPECT_EQ(crypt::HexEncode(keys->FileNonceOfInode(1234567)), "8b4be7fc1868edd591e0a5635b354bef");
 }
 
 // A page sealed under its synthetic nonce twice is the same unit, and the forward reader opens

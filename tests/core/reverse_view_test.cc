@@ -340,6 +340,17 @@ TEST_F(ReverseViewTest, AnUnreadablePlainFileIsEACCESAndTheRestReads) {
   EXPECT_EQ(refused, files - 1);
 }
 
+TEST_F(ReverseViewTest, TheViewsOwnFilesAreReadableAsTheirDirectory) {
+  ASSERT_EQ(::chmod(plain_.c_str(), 0750), 0);
+  auto view = View();
+  // Whoever may list a directory may read its IV and the config, so that a backup made by a
+  // user other than the owner opens.
+  EXPECT_EQ(view->Stat(kDirIvFileName)->st_mode, S_IFREG | 0440);
+  EXPECT_EQ(view->Stat(kConfigFileName)->st_mode, S_IFREG | 0440);
+  // The root has no IV attribute, as in a vault; other directories have one.
+  EXPECT_EQ(view->GetXattr("", kDirIvAttrName).status().sys_errno(), ENODATA);
+}
+
 TEST_F(ReverseViewTest, WritesAreRefusedWithEROFS) {
   auto view = View();
   EXPECT_EQ(view->MakeDir("x", 0700).sys_errno(), EROFS);
@@ -404,6 +415,31 @@ TEST_F(ReverseViewTest, AFileChangingWhileReadGivesUnitsThatEachOpen) {
   }
   EXPECT_EQ(old_pages, 3u);  // the pages the first read covered, the straddling one included
   EXPECT_GT(new_pages, 40u);
+
+  // Reads in any order (as the kernel's read-ahead sends them, several at once) share the units
+  // that straddle them: a later read of the first half of a straddling unit gets the bytes the
+  // earlier read of its second half had, though the page changed in between.
+  {
+    auto file2 = std::move((*object)->OpenFile("", {.write = false})).value();
+    const uint64_t split = 32 + 7 * 4124 + 2000;  // inside unit 7
+    std::vector<uint8_t> tail(size - split), head(split);
+    ASSERT_EQ(*file2->ReadAt(tail, split), tail.size());
+    WriteFile(plain_ / "docs" / "big", test::Pattern(200000, 11));
+    ASSERT_EQ(*file2->ReadAt(head, 0), head.size());
+    std::copy(head.begin(), head.end(), bytes.begin());
+    std::copy(tail.begin(), tail.end(), bytes.begin() + static_cast<ptrdiff_t>(split));
+    std::ofstream out(copy / big_stored, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(size));
+  }
+  {
+    auto reopened = std::move(Tree::Open(*volume)).value();
+    auto docs = std::move(reopened->Walk("docs")).value();
+    auto again = std::move(reopened->OpenFile(*docs, "big", false)).value();
+    for (uint64_t at = 0; at < 200000; at += 4096) {
+      auto n = again->Read(at, page);
+      ASSERT_TRUE(n.ok()) << "page at " << at << ": " << n.status().ToString();
+    }
+  }
 
   // A file that shrinks while open fails the read rather than give units that do not open.
   auto again = std::move((*object)->OpenFile("", {.write = false})).value();

@@ -282,16 +282,43 @@ TEST_F(CliReverseTest, AFileSystemMountedInsideThePlainTreeIsLeftOut) {
   fs::create_directory(Plain() / "elsewhere");
   ASSERT_EQ(::mount("tmpfs", (Plain() / "elsewhere").c_str(), "tmpfs", 0, "size=1m"), 0);
   WriteFile(Plain() / "elsewhere" / "not-backed-up", {'x'});
+  // A file can be a mount point too: a bind mount of one from the other file system.
+  WriteFile(Plain() / "bound", {'b'});
+  ASSERT_EQ(::mount((Plain() / "elsewhere" / "not-backed-up").c_str(),
+                    (Plain() / "bound").c_str(), nullptr, MS_BIND, nullptr),
+            0);
   {
     auto view = View();
-    Rsync(Tmp("copy").string());
+    Rsync(Tmp("copy").string());  // exit 0: nothing listed that then vanished
   }
+  ASSERT_EQ(::umount((Plain() / "bound").c_str()), 0);
   ASSERT_EQ(::umount((Plain() / "elsewhere").c_str()), 0);
   // The view left the mount point out (what was mounted there, and the directory under it).
   ProcessResult verified = Sigilfs({"verify-backup", Tmp("copy").string(), Plain().string()});
   EXPECT_EQ(verified.exit_code, 1) << verified.out << verified.err;
   EXPECT_NE(verified.out.find("elsewhere: missing from the vault"), std::string::npos)
       << verified.out;
+  EXPECT_NE(verified.out.find("bound: missing from the vault"), std::string::npos) << verified.out;
+}
+
+TEST_F(CliReverseTest, ABoundOnOpenDirectoriesStillCopiesTheWholeTree) {
+  // More directories than the view may keep open: the others are opened again when needed.
+  for (int i = 0; i < 30; ++i) {
+    const fs::path dir = Plain() / ("d" + std::to_string(i)) / "inner";
+    fs::create_directories(dir);
+    WriteFile(dir / "f", test::Pattern(100 + i, i));
+  }
+  Backdate(Plain());
+  {
+    MountedVault view(MountedVault::ReverseView{}, Plain().string(), Tmp("view").string(), Pass(),
+                      {"--max-open-dirs", "3"});
+    Rsync(Tmp("copy").string());
+    Rsync(Tmp("copy2").string());  // again, with the kernel's cache of the tree warm
+  }
+  for (const char* copy : {"copy", "copy2"}) {
+    ProcessResult verified = Sigilfs({"verify-backup", Tmp(copy).string(), Plain().string()});
+    EXPECT_EQ(verified.exit_code, 0) << copy << ": " << verified.out << verified.err;
+  }
 }
 
 TEST_F(CliReverseTest, ExcludedEntriesStayOutOfTheBackup) {
@@ -342,6 +369,21 @@ TEST_F(CliReverseTest, BadInputIsNamedPlainly) {
   r = Sigilfs({"reverse", Tmp("bare").string(), Tmp("view").string()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("init --reverse"), std::string::npos) << r.err;
+  // verify-backup tells a check it could not make (2) from a backup that differs (1).
+  r = Sigilfs({"verify-backup", Tmp("nothing").string(), Plain().string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  fs::create_directory(Tmp("backup"));
+  r = Sigilfs({"verify-backup", Tmp("backup").string(), Tmp("no-such-plain").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  r = Sigilfs({"verify-backup", Tmp("backup").string(), "--exclude", "*.o"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("need PLAINDIR"), std::string::npos) << r.err;
+  // A mount point that holds entries is refused, naming them, unless -o nonempty.
+  WriteFile(Tmp("view") / "hidden", {'h'});
+  r = Sigilfs({"reverse", Plain().string(), Tmp("view").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'hidden'"), std::string::npos) << r.err;
+  fs::remove(Tmp("view") / "hidden");
   r = Sigilfs({"reverse", Plain().string(), Tmp("view").string(), "-o", "noatime,bogus"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("'bogus'"), std::string::npos) << r.err;

@@ -67,8 +67,8 @@ done
 grep -q -- "--no-acl" /usr/share/man/man1/sigilfs.1 || fail "sigilfs(1) lacks the options"
 # Completion offers the commands.
 completions=$(bash -c 'source /usr/share/bash-completion/completions/sigilfs
-  COMP_WORDS=(sigilfs ver); COMP_CWORD=1; _sigilfs; echo "${COMPREPLY[*]}"')
-[[ $completions == verity ]] || fail "completion of 'sigilfs ver' gave '$completions'"
+  COMP_WORDS=(sigilfs veri); COMP_CWORD=1; _sigilfs; echo "${COMPREPLY[*]}"')
+[[ $completions == "verity verify-backup" ]] || fail "completion of 'sigilfs veri' gave '$completions'"
 
 echo "== mount -t fuse.sigilfs, as from /etc/fstab"
 mkdir -p "$work/cipher" "$work/plain"
@@ -83,6 +83,20 @@ findmnt -n -o FSTYPE,SOURCE --mountpoint "$work/plain" | grep -qx "fuse.sigilfs 
 sigilfs unmount "$work/plain" || fail "sigilfs unmount"
 mountpoint -q "$work/plain" && fail "still mounted"
 sigilfs fsck "$work/cipher" --passfile "$work/pw" >/dev/null || fail "fsck after the mount"
+
+echo "== an encrypted view, as from /etc/fstab (-o reverse), copied and verified"
+mkdir -p "$work/tree/sub" "$work/view"
+echo "to back up" >"$work/tree/sub/file"
+SIGILFS_TEST_KDF=1 sigilfs init --reverse "$work/tree" --kdf test --passfile "$work/pw" >/dev/null
+mount -t fuse.sigilfs "$work/tree" "$work/view" -o "reverse,passfile=$work/pw" ||
+  fail "mount -t fuse.sigilfs -o reverse"
+findmnt -n -o FSTYPE --mountpoint "$work/view" | grep -qx "fuse.sigilfs-reverse" ||
+  fail "the mount table does not show fuse.sigilfs-reverse"
+cp -a "$work/view" "$work/backup" || fail "copying the view"
+sigilfs unmount "$work/view" || fail "sigilfs unmount of the view"
+mountpoint -q "$work/view" && fail "the view is still mounted"
+sigilfs verify-backup -q "$work/backup" "$work/tree" --passfile "$work/pw" ||
+  fail "verify-backup of a copy of the view"
 
 echo "== remove"
 apt-get remove -y sigilfs >/dev/null 2>&1 || fail "apt-get remove"

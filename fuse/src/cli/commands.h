@@ -36,9 +36,14 @@ struct ReverseArgs {
   std::vector<std::string> options;
   std::vector<std::string> exclude;       // .gitignore-style patterns
   std::vector<std::string> exclude_from;  // files of them
+  size_t max_open_dirs = 0;               // 0: the daemon's default
   fuse::PassphraseSource pass;
 };
 int RunReverse(const ReverseArgs& args);
+
+// "'a', 'b' and 3 more": the first entries of directory `dir`, for a message; empty if it has
+// none (or cannot be listed: then the mount itself will say why).
+std::string EntriesOf(const std::string& dir);
 
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);

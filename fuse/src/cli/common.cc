@@ -1,5 +1,6 @@
 // Helpers shared by the subcommands: error reporting, passphrase and KDF options, unlocking a
 // vault.
+#include <filesystem>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +89,23 @@ Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Vault> vault,
                            core::Vault::Unlock(dir, pass.span()));
   return core::Volume::Open(std::move(vault), core::VolumeOptions{});
+}
+
+std::string EntriesOf(const std::string& dir) {
+  std::vector<std::string> names;
+  size_t count = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (++count <= 3) names.push_back(it->path().filename().string());
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() && count == names.size() ? " and " : ", ";
+    out += "'" + names[i] + "'";
+  }
+  if (count > names.size()) out += " and " + std::to_string(count - names.size()) + " more";
+  return out;
 }
 
 }  // namespace sigilfs::cli

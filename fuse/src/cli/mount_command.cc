@@ -41,25 +41,6 @@ struct MountArgs {
   fuse::PassphraseSource pass;
 };
 
-// "a, b and 3 more": the first entries of directory `dir`, for a message; empty if it has none
-// (or cannot be listed: then the mount itself will say why).
-std::string EntriesOf(const std::string& dir) {
-  std::vector<std::string> names;
-  size_t count = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(dir, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (++count <= 3) names.push_back(it->path().filename().string());
-  }
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) out += i + 1 == names.size() && count == names.size() ? " and " : ", ";
-    out += "'" + names[i] + "'";
-  }
-  if (count > names.size()) out += " and " + std::to_string(count - names.size()) + " more";
-  return out;
-}
-
 // Options passed on to libfuse and the kernel: the kernel's mount flags, FUSE's mount and session
 // options, and what an /etc/fstab line may carry that mount.fuse3 leaves in. Anything else is
 // refused before the passphrase is asked for, in one line, instead of by libfuse after it.
@@ -224,7 +205,7 @@ int RunMount(MountArgs a) {
   // A remount (mount(8) hands the helper the mount's current options) takes only what it knows.
   if (remount) return RunRemount(d.mountpoint, read_only, atime);
   if (reverse)  // an /etc/fstab line of an encrypted view
-    return RunReverse({a.dir, a.mountpoint, a.foreground, a.options, {}, {}, a.pass});
+    return RunReverse({a.dir, a.mountpoint, a.foreground, a.options, {}, {}, 0, a.pass});
   if (!set_by_sigilfs.empty()) {
     std::fprintf(stderr,
                  "sigilfs: the mount option '%s' is sigilfs's own to set (the mount table shows "

@@ -73,17 +73,39 @@ struct VerifyOptions {
   fuse::PassphraseSource pass;
 };
 
+// Exit statuses: 1 is the backup's (a difference, a unit that does not open); 2 is a check
+// that could not be made (the copy does not open, PLAINDIR or the rules are wrong).
+constexpr int kExitDifferences = 1;
+constexpr int kExitCannotCheck = 2;
+
+int CannotCheck(const Status& s) {
+  (void)Fail(s);
+  return kExitCannotCheck;
+}
+
 int RunVerifyBackup(const VerifyOptions& o) {
+  if (o.plain.empty() && (!o.exclude.empty() || !o.exclude_from.empty()))
+    return CannotCheck(Status(Code::kInvalidArgument,
+                              "--exclude and --exclude-from need PLAINDIR to compare with"));
+  auto excludes = LoadExcludes(o.exclude, o.exclude_from);
+  if (!excludes.ok()) return CannotCheck(excludes.status());
+  std::unique_ptr<core::BackingDir> plain;
+  struct stat plain_root {};
+  if (!o.plain.empty()) {
+    auto opened = core::OpenPosixBackingDir(o.plain);
+    if (!opened.ok()) return CannotCheck(opened.status());
+    plain = std::move(opened).value();
+    auto st = plain->Stat("");
+    if (!st.ok()) return CannotCheck(st.status().WithContext(o.plain));
+    plain_root = *st;
+  }
   fuse::VaultLock lock;
   auto volume = OpenVolume(o.copy, o.pass, VaultAccess::kRead, lock);
-  if (!volume.ok()) {
-    (void)Fail(volume.status());
-    return 2;
-  }
+  if (!volume.ok()) return CannotCheck(volume.status());
   auto tree = core::Tree::Open(**volume);
-  if (!tree.ok()) return Fail(tree.status().WithContext(o.copy));
+  if (!tree.ok()) return CannotCheck(tree.status().WithContext(o.copy));
   auto root = (*tree)->Root();
-  if (!root.ok()) return Fail(root.status().WithContext(o.copy));
+  if (!root.ok()) return CannotCheck(root.status().WithContext(o.copy));
   uint64_t problems = 0;
   if (o.plain.empty()) {
     // Without the plain tree: every name, page and target of the copy must open.
@@ -103,23 +125,24 @@ int RunVerifyBackup(const VerifyOptions& o) {
       fmt::print("{}, {} checked: {}\n", Counted(summary.files, "file", "files"),
                  Counted(summary.directories, "directory", "directories"),
                  problems == 0 ? "every unit opens" : Counted(problems, "problem", "problems"));
-    return problems == 0 ? 0 : 1;
+    return problems == 0 ? 0 : kExitDifferences;
   }
-  auto excludes = LoadExcludes(o.exclude, o.exclude_from);
-  if (!excludes.ok()) return Fail(excludes.status());
-  auto plain = core::OpenPosixBackingDir(o.plain);
-  if (!plain.ok()) return Fail(plain.status());
   Totals totals;
   if (ProgressLine::WouldShow(o.quiet))
     totals =
-        MeasureStore(**plain, [](core::BackingDir&, const std::string&, const struct stat& st) {
+        MeasureStore(*plain, [](core::BackingDir&, const std::string&, const struct stat& st) {
           return static_cast<uint64_t>(st.st_size);
         });
   ProgressLine line("verify-backup", totals.bytes, totals.files, o.quiet);
   core::CompareOptions compare;
   // The reverse config is the copy's sigilfs.conf, not an entry of the tree.
-  compare.skip = [&excludes](const std::string& path, const struct stat& st) {
-    return path == core::kReverseConfigFileName || excludes->Excluded(path, S_ISDIR(st.st_mode));
+  // What the view leaves out is no difference: its config, excluded entries, other file
+  // systems, symlinks too long to keep inline.
+  compare.skip = [&excludes, &plain_root](const std::string& path, const struct stat& st) {
+    return path == core::kReverseConfigFileName || excludes->Excluded(path, S_ISDIR(st.st_mode)) ||
+           st.st_dev != plain_root.st_dev ||
+           (S_ISLNK(st.st_mode) &&
+            static_cast<size_t>(st.st_size) > core::Volume::kMaxInlineTarget);
   };
   compare.root_times = false;  // the copy's root holds its lock file too
   compare.difference = [&](const Status& s) {
@@ -131,14 +154,14 @@ int RunVerifyBackup(const VerifyOptions& o) {
     if (!S_ISDIR(st.st_mode)) line.AddFile();
   };
   compare.compared = line.Bytes();
-  auto compared = core::CompareWithPlain(**tree, **root, **plain, o.plain, compare);
+  auto compared = core::CompareWithPlain(**tree, **root, *plain, o.plain, compare);
   line.Clear();
-  if (!compared.ok()) return Fail(compared.status());
+  if (!compared.ok()) return CannotCheck(compared.status());
   if (!o.quiet)
     fmt::print("{} compared with {}: {}\n", Counted(*compared, "entry", "entries"), o.plain,
                problems == 0 ? "the backup holds the plain tree"
                              : Counted(problems, "difference", "differences"));
-  return problems == 0 ? 0 : 1;
+  return problems == 0 ? 0 : kExitDifferences;
 }
 
 }  // namespace
@@ -149,8 +172,10 @@ int RunReverse(const ReverseArgs& a) {
   v.mountpoint = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
   if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   v.foreground = a.foreground;
+  v.max_open_dirs = a.max_open_dirs;
   fuse::PassphraseSource pass = a.pass;
   std::vector<std::string> exclude_from = a.exclude_from;
+  bool nonempty = false;
   std::string unknown;
   for (const std::string& group : a.options) {
     std::stringstream in(group);
@@ -162,6 +187,8 @@ int RunReverse(const ReverseArgs& a) {
         pass.passfile = opt.substr(9);
       else if (opt.starts_with("exclude_from="))  // /etc/fstab's form of --exclude-from
         exclude_from.push_back(opt.substr(13));
+      else if (opt == "nonempty")
+        nonempty = true;
       else if (IsViewFuseOption(opt))
         v.fuse_options.push_back(opt);
       else if (unknown.empty())
@@ -172,7 +199,7 @@ int RunReverse(const ReverseArgs& a) {
     std::fprintf(
         stderr,
         "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
-        "passfile=, exclude_from=, allow_other, allow_root and the mount table's access options)\n",
+        "passfile=, exclude_from=, nonempty, allow_other, allow_root and the mount table's access options)\n",
         unknown.c_str());
     return 2;
   }
@@ -182,6 +209,14 @@ int RunReverse(const ReverseArgs& a) {
   if (!S_ISDIR(st.st_mode))
     return Fail(Status(Code::kInvalidArgument,
                        "mount point " + a.mountpoint + " is not a directory", ENOTDIR));
+  // As for a mount: what the view would hide is named, unless asked.
+  if (!nonempty) {
+    if (std::string held = EntriesOf(a.mountpoint); !held.empty())
+      return Fail(Status(Code::kInvalidArgument,
+                         "the mount point " + a.mountpoint + " is not empty (" + held +
+                             "): the view would hide that; -o nonempty mounts anyway",
+                         ENOTEMPTY));
+  }
   const std::string plain = std::filesystem::canonical(a.dir, ec).string();
   if (ec) return Fail(Status::FromErrno(ec.value(), "the plain directory " + a.dir));
   if (auto config = core::Vault::LoadConfig(plain, core::kReverseConfigFileName); !config.ok())
@@ -217,9 +252,14 @@ void RegisterReverseCommands(CLI::App& app, Action& action) {
     cmd->add_option("MOUNTPOINT", a->mountpoint, "Where the encrypted view appears")->required();
     cmd->add_flag("-f,--foreground", a->foreground, "Stay in the foreground (log to stderr)");
     cmd->add_option("-o", a->options,
-                    "Mount options: allow_other, allow_root, passfile=FILE, and the mount "
-                    "table's access options");
+                    "Mount options: allow_other, allow_root, nonempty (mount over a directory "
+                    "that holds entries), passfile=FILE, exclude_from=FILE, and the mount table's "
+                    "access options");
     AddExcludeOptions(*cmd, a->exclude, a->exclude_from);
+    cmd->add_option("--max-open-dirs", a->max_open_dirs,
+                    "Directories kept open at most, a descriptor each (default: a quarter of the "
+                    "descriptor limit); others are opened again when needed")
+        ->check(CLI::Range(size_t{1}, size_t{1} << 24));
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");
     cmd->footer(
         "A copy of the view (rsync -aHX, restic, tar) is a vault: 'sigilfs mount COPY MNT' shows\n"

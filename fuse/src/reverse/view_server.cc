@@ -8,8 +8,10 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <list>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -29,30 +31,35 @@ constexpr double kTimeout = 1.0;
 struct Node {
   std::shared_ptr<Node> parent;  // null for the root
   fuse_ino_t parent_ino = 0;
-  std::string name;                       // its stored name in the parent
-  std::shared_ptr<core::BackingDir> dir;  // a directory's handle; null for other kinds
+  std::string name;  // its stored name in the parent
+  bool is_dir = false;
+  // A directory's store handle while it is among the open ones (View::open_dirs_), else null
+  // (opened again through its parent when next asked for).
+  std::shared_ptr<core::BackingDir> dir;
+  std::list<std::shared_ptr<Node>>::iterator open_at;  // its place there, while `dir` is set
   uint64_t lookups = 0;
 };
 
 class View {
  public:
-  explicit View(std::unique_ptr<core::BackingDir> root) {
+  // At most `max_open_dirs` directory handles (a descriptor each) are kept open at once.
+  View(std::unique_ptr<core::BackingDir> root, size_t max_open_dirs)
+      : max_open_dirs_(max_open_dirs) {
     auto node = std::make_shared<Node>();
-    node->dir = std::move(root);
+    node->dir = std::move(root);  // the root's stays open, outside open_dirs_
+    node->is_dir = true;
     node->lookups = 1;
+    root_ = node->dir;
     nodes_.emplace(FUSE_ROOT_ID, std::move(node));
   }
 
-  core::BackingDir& root() {
-    MutexLock lock(mu_);
-    return *nodes_.at(FUSE_ROOT_ID)->dir;
-  }
+  core::BackingDir& root() { return *root_; }
 
   // The store handle of directory node `ino` (null if it is none, or unknown).
   std::shared_ptr<core::BackingDir> DirOf(fuse_ino_t ino) {
     MutexLock lock(mu_);
     auto it = nodes_.find(ino);
-    return it == nodes_.end() ? nullptr : it->second->dir;
+    return it == nodes_.end() ? nullptr : OpenLocked(it->second);
   }
 
   // The store and name through which node `ino` is reached: a directory itself (empty name),
@@ -65,14 +72,19 @@ class View {
     MutexLock lock(mu_);
     auto it = nodes_.find(ino);
     if (it == nodes_.end()) return std::nullopt;
-    const Node& node = *it->second;
-    if (node.dir != nullptr) return Reach{node.dir, ""};
-    if (node.parent == nullptr || node.parent->dir == nullptr) return std::nullopt;
-    return Reach{node.parent->dir, node.name};
+    const std::shared_ptr<Node>& node = it->second;
+    if (node->is_dir) {
+      auto dir = OpenLocked(node);
+      if (dir == nullptr) return std::nullopt;
+      return Reach{std::move(dir), ""};
+    }
+    auto dir = node->parent == nullptr ? nullptr : OpenLocked(node->parent);
+    if (dir == nullptr) return std::nullopt;
+    return Reach{std::move(dir), node->name};
   }
 
-  // The node of entry `name` of `parent` (made, or found again), counted as looked up once.
-  // ESTALE where `parent_ino` is no longer known.
+  // The node of entry `name` of `parent` (made, or found again), counted as looked up once;
+  // `dir` is its handle if it is a directory. ESTALE where `parent_ino` is no longer known.
   Result<fuse_ino_t> Remember(fuse_ino_t parent_ino, const std::string& name,
                               std::shared_ptr<core::BackingDir> dir) {
     MutexLock lock(mu_);
@@ -86,9 +98,11 @@ class View {
       node->name = name;
       nodes_.emplace(next_ino_++, std::move(node));
     }
-    Node& node = *nodes_.at(it->second);
-    node.dir = std::move(dir);  // what the name is now
-    ++node.lookups;
+    const std::shared_ptr<Node>& node = nodes_.at(it->second);
+    Close(*node);  // what the name is now
+    node->is_dir = dir != nullptr;
+    if (node->is_dir) Keep(node, std::move(dir));
+    ++node->lookups;
     return it->second;
   }
 
@@ -99,14 +113,59 @@ class View {
     Node& node = *it->second;
     node.lookups -= std::min(node.lookups, n);
     if (node.lookups > 0) return;
+    Close(node);
     by_name_.erase({node.parent_ino, node.name});
     nodes_.erase(it);
   }
 
+  size_t open_dirs() {
+    MutexLock lock(mu_);
+    return open_dirs_.size();
+  }
+
  private:
+  // A directory node's handle, opened again through its parents if it was closed (null if
+  // that fails: the directory is gone).
+  std::shared_ptr<core::BackingDir> OpenLocked(const std::shared_ptr<Node>& node)
+      SIGILFS_REQUIRES(mu_) {
+    if (!node->is_dir) return nullptr;
+    if (node->parent == nullptr) return node->dir;  // the root
+    if (node->dir != nullptr) {
+      open_dirs_.splice(open_dirs_.begin(), open_dirs_, node->open_at);  // recently used
+      return node->dir;
+    }
+    auto parent = OpenLocked(node->parent);
+    if (parent == nullptr) return nullptr;
+    auto opened = parent->OpenDir(node->name);
+    if (!opened.ok()) return nullptr;
+    std::shared_ptr<core::BackingDir> dir = std::move(opened).value();
+    Keep(node, dir);
+    return dir;
+  }
+
+  // Holds `dir` as `node`'s handle, closing the least recently used beyond the bound.
+  void Keep(const std::shared_ptr<Node>& node, std::shared_ptr<core::BackingDir> dir)
+      SIGILFS_REQUIRES(mu_) {
+    node->dir = std::move(dir);
+    open_dirs_.push_front(node);
+    node->open_at = open_dirs_.begin();
+    while (open_dirs_.size() > max_open_dirs_) Close(*open_dirs_.back());
+  }
+
+  // Drops `node`'s handle (calls in flight keep theirs).
+  void Close(Node& node) SIGILFS_REQUIRES(mu_) {
+    if (node.parent == nullptr || node.dir == nullptr) return;
+    node.dir.reset();
+    open_dirs_.erase(node.open_at);  // last: it may hold the last reference to the node
+  }
+
+  const size_t max_open_dirs_;
+  std::shared_ptr<core::BackingDir> root_;
   Mutex mu_;
   std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_ SIGILFS_GUARDED_BY(mu_);
   std::map<std::pair<fuse_ino_t, std::string>, fuse_ino_t> by_name_ SIGILFS_GUARDED_BY(mu_);
+  // Directory nodes whose handles are open, the most recently used first.
+  std::list<std::shared_ptr<Node>> open_dirs_ SIGILFS_GUARDED_BY(mu_);
   fuse_ino_t next_ino_ SIGILFS_GUARDED_BY(mu_) = FUSE_ROOT_ID + 1;
 };
 
@@ -307,7 +366,13 @@ int ServeView(std::unique_ptr<core::BackingDir> root, const ViewServerOptions& o
   fuse_opt_add_arg(&args, "sigilfs");
   fuse_opt_add_arg(&args, "-o");
   fuse_opt_add_arg(&args, joined.c_str());
-  View view(std::move(root));
+  // A descriptor per open directory handle: a quarter of what the process may open, so that
+  // open files and listings have the rest.
+  size_t max_open_dirs = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    max_open_dirs = std::clamp<size_t>(rl.rlim_cur / 4, 64, 65536);
+  if (o.max_open_dirs > 0) max_open_dirs = o.max_open_dirs;
+  View view(std::move(root), max_open_dirs);
   static const fuse_lowlevel_ops ops = MakeOperations();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &view);
   fuse_opt_free_args(&args);

@@ -16,6 +16,9 @@ struct ViewServerOptions {
   std::string source;      // what the mount table shows as the mount's source
   bool foreground = false;
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
+  // Directory handles kept open at most (0: a quarter of the descriptor limit); beyond it the
+  // least recently used are closed and opened again when needed.
+  size_t max_open_dirs = 0;
 };
 
 // Mounts `root` read only (type fuse.sigilfs-reverse) and serves it until unmounted or

@@ -19,12 +19,15 @@ namespace sigilfs::core {
 //   leading '/' only anchors it there); one without is matched against the entry's name, at
 //   any depth;
 // - '*' matches any run of characters but '/', '?' one, "[a-z]" and "[!a-z]" a class, '\'
-//   escapes; "**/" matches any number of directories, a trailing "/**" everything inside.
-// The last pattern that matches an entry decides.
+//   escapes; "**/" matches any number of directories, a trailing "/**" everything inside (a
+//   "**" that is not a whole component is a '*');
+// The last pattern that matches an entry decides. Matching takes time in proportion to the
+// pattern's length times the path's, whatever the pattern.
 // Thread-safety: immutable once parsed; safe for concurrent access.
 class ExcludeRules {
  public:
-  // kInvalidArgument for a pattern that matches nothing by construction ("/", "!").
+  // kInvalidArgument for a pattern that matches nothing by construction ("/", "!", one ending
+  // in a backslash that escapes nothing).
   static Result<ExcludeRules> Parse(const std::vector<std::string>& lines);
 
   bool empty() const { return rules_.empty(); }
