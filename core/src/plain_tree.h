@@ -10,6 +10,7 @@
 
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/backing_dir.h"
+#include "sigilfs/crypt/secure_bytes.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
@@ -48,11 +49,20 @@ inline Result<std::vector<PlainXattr>> PlainXattrs(BackingDir& dir, std::string_
     if (!attr.starts_with(kUserNamespace) && !(acls && is_acl)) continue;
     auto value = dir.GetXattr(name, attr);
     if (!value.ok() && value.status().sys_errno() == ENODATA) continue;  // removed meanwhile
-    if (!value.ok()) return value.status();
-    if (is_acl) {
+    Status failed = value.status();
+    if (failed.ok() && is_acl) {
       auto canonical = acl::Canonical(*value);
-      if (!canonical.ok()) return canonical.status().WithContext(attr);
-      *value = std::move(canonical).value();
+      if (canonical.ok()) {
+        crypt::SecureWipe(*value);
+        *value = std::move(canonical).value();
+      } else {
+        failed = canonical.status().WithContext(attr);
+      }
+    }
+    if (!failed.ok()) {  // the values read so far are plaintext: wiped before they go
+      if (value.ok()) crypt::SecureWipe(*value);
+      for (PlainXattr& x : out) crypt::SecureWipe(x.value);
+      return failed;
     }
     out.push_back({std::move(attr), std::move(value).value()});
   }

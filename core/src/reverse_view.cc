@@ -294,7 +294,8 @@ class ReverseDir : public BackingDir {
         if (!cipher.ok()) return true;
         std::string key = NameCodec::StoredName(*cipher);
         if (NameCodec::IsLongName(key))
-          fresh->by_stored.emplace(std::move(key), std::make_pair(e.name, std::move(cipher).value()));
+          fresh->by_stored.emplace(std::move(key),
+                                   std::make_pair(e.name, std::move(cipher).value()));
         return true;
       }));
       names = fresh;
@@ -393,7 +394,10 @@ class ReverseDir : public BackingDir {
   // The stored target of plain symlink `plain` (`st`): sealed under a nonce of its own text.
   Result<std::string> SealedTarget(const std::string& plain, const struct stat& st) {
     SIGILFS_ASSIGN_OR_RETURN(std::string target, plain_->ReadSymlink(plain));
-    if (target.size() > Volume::kMaxInlineTarget) return Missing(plain);
+    if (target.size() > Volume::kMaxInlineTarget) {
+      crypt::SecureWipe({reinterpret_cast<uint8_t*>(target.data()), target.size()});
+      return Missing(plain);
+    }
     const SealNonce nonce =
         ctx_->keys->ValueNonce("target", Identity(ChildPath(path_, plain), st), AsBytes(target));
     auto sealed = ctx_->names->EncryptTarget(target, &nonce);

@@ -284,8 +284,8 @@ TEST_F(CliReverseTest, AFileSystemMountedInsideThePlainTreeIsLeftOut) {
   WriteFile(Plain() / "elsewhere" / "not-backed-up", {'x'});
   // A file can be a mount point too: a bind mount of one from the other file system.
   WriteFile(Plain() / "bound", {'b'});
-  ASSERT_EQ(::mount((Plain() / "elsewhere" / "not-backed-up").c_str(),
-                    (Plain() / "bound").c_str(), nullptr, MS_BIND, nullptr),
+  ASSERT_EQ(::mount((Plain() / "elsewhere" / "not-backed-up").c_str(), (Plain() / "bound").c_str(),
+                    nullptr, MS_BIND, nullptr),
             0);
   {
     auto view = View();

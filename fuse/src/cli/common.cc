@@ -1,9 +1,9 @@
 // Helpers shared by the subcommands: error reporting, passphrase and KDF options, unlocking a
 // vault.
-#include <filesystem>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 #include <vector>
 

@@ -129,10 +129,9 @@ int RunVerifyBackup(const VerifyOptions& o) {
   }
   Totals totals;
   if (ProgressLine::WouldShow(o.quiet))
-    totals =
-        MeasureStore(*plain, [](core::BackingDir&, const std::string&, const struct stat& st) {
-          return static_cast<uint64_t>(st.st_size);
-        });
+    totals = MeasureStore(*plain, [](core::BackingDir&, const std::string&, const struct stat& st) {
+      return static_cast<uint64_t>(st.st_size);
+    });
   ProgressLine line("verify-backup", totals.bytes, totals.files, o.quiet);
   core::CompareOptions compare;
   // The reverse config is the copy's sigilfs.conf, not an entry of the tree.
@@ -196,11 +195,11 @@ int RunReverse(const ReverseArgs& a) {
     }
   }
   if (!unknown.empty()) {
-    std::fprintf(
-        stderr,
-        "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
-        "passfile=, exclude_from=, nonempty, allow_other, allow_root and the mount table's access options)\n",
-        unknown.c_str());
+    std::fprintf(stderr,
+                 "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
+                 "passfile=, exclude_from=, nonempty, allow_other, allow_root and the mount "
+                 "table's access options)\n",
+                 unknown.c_str());
     return 2;
   }
   struct stat st;
