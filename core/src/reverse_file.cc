@@ -20,12 +20,13 @@ Status ReadOnly() { return Status::FromErrno(EROFS, "the encrypted view is read 
 class ReverseFile : public BackingFile {
  public:
   ReverseFile(std::unique_ptr<BackingFile> plain, uint64_t plain_size,
-              std::unique_ptr<crypt::Aead> aead, const FileNonce& nonce, const ReverseKeys& keys)
+              std::unique_ptr<crypt::Aead> aead, const FileNonce& nonce,
+              std::shared_ptr<const ReverseKeys> keys)
       : plain_(std::move(plain)),
         plain_size_(plain_size),
         aead_(std::move(aead)),
         codec_(*aead_, nonce),
-        keys_(keys),
+        keys_(std::move(keys)),
         pages_(PageGeometry::PageCount(plain_size)) {
     EncodeFileHeader({.nonce = nonce}, header_);
   }
@@ -154,7 +155,7 @@ class ReverseFile : public BackingFile {
     const bool last = index + 1 == pages_;
     uint8_t nonce[32];
     const MutableByteSpan n(nonce, codec_.geometry().nonce_size());
-    keys_.UnitNonce(codec_.file_nonce(), index, UnitKind::kDataPage, last, page, n);
+    keys_->UnitNonce(codec_.file_nonce(), index, UnitKind::kDataPage, last, page, n);
     return codec_.SealUnder(n, index, UnitKind::kDataPage, last, page, unit);
   }
 
@@ -162,7 +163,7 @@ class ReverseFile : public BackingFile {
   const uint64_t plain_size_;
   const std::unique_ptr<crypt::Aead> aead_;
   const UnitCodec codec_;
-  const ReverseKeys& keys_;
+  const std::shared_ptr<const ReverseKeys> keys_;
   const uint64_t pages_;
   std::array<uint8_t, kFileHeaderSize> header_{};
   // Boundary units sealed (index, ciphertext), most recently used first. Reads a few at a time
@@ -177,11 +178,12 @@ class ReverseFile : public BackingFile {
 Result<std::unique_ptr<BackingFile>> NewReverseFile(std::unique_ptr<BackingFile> plain,
                                                     uint64_t plain_size, const FileNonce& nonce,
                                                     crypt::AeadAlgorithm cipher,
-                                                    ByteSpan content_key, const ReverseKeys& keys) {
+                                                    ByteSpan content_key,
+                                                    std::shared_ptr<const ReverseKeys> keys) {
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes key, DeriveFileKey(content_key, nonce));
   SIGILFS_ASSIGN_OR_RETURN(auto aead, crypt::Aead::Create(cipher, key.span()));
   return std::unique_ptr<BackingFile>(
-      new ReverseFile(std::move(plain), plain_size, std::move(aead), nonce, keys));
+      new ReverseFile(std::move(plain), plain_size, std::move(aead), nonce, std::move(keys)));
 }
 
 }  // namespace sigilfs::core

@@ -13,10 +13,11 @@ namespace sigilfs::core {
 
 // `plain`: the plain file, open for reading; `plain_size`: its size when opened (the view's
 // length for as long as this is open); `nonce`: its header nonce; `content_key`: the vault's.
-// `keys` outlives the file.
+// The file keeps `keys` (it may outlive the view it was opened from).
 Result<std::unique_ptr<BackingFile>> NewReverseFile(std::unique_ptr<BackingFile> plain,
                                                     uint64_t plain_size, const FileNonce& nonce,
                                                     crypt::AeadAlgorithm cipher,
-                                                    ByteSpan content_key, const ReverseKeys& keys);
+                                                    ByteSpan content_key,
+                                                    std::shared_ptr<const ReverseKeys> keys);
 
 }  // namespace sigilfs::core

@@ -36,7 +36,7 @@ struct Context {
   std::shared_ptr<BackingDir> root;  // the plain tree's root
   dev_t dev = 0;                     // its file system: entries on others are left out
   std::unique_ptr<NameCodec> names;
-  std::unique_ptr<ReverseKeys> keys;
+  std::shared_ptr<const ReverseKeys> keys;  // shared with the files opened
   crypt::SecureBytes content_key;
   crypt::AeadAlgorithm cipher = crypt::AeadAlgorithm::kAes256Gcm;
   PageGeometry geometry{12};
@@ -388,7 +388,7 @@ class ReverseDir : public BackingDir {
     const FileNonce nonce =
         ByInode(st) ? ctx_->keys->FileNonceOfInode(st.st_ino) : ctx_->keys->FileNonceOf(path);
     return NewReverseFile(std::move(file), size, nonce, ctx_->cipher, ctx_->content_key.span(),
-                          *ctx_->keys);
+                          ctx_->keys);
   }
 
   // The stored target of plain symlink `plain` (`st`): sealed under a nonce of its own text.

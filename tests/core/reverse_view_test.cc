@@ -6,10 +6,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sigilfs/core/acl.h"
@@ -349,6 +351,50 @@ TEST_F(ReverseViewTest, TheViewsOwnFilesAreReadableAsTheirDirectory) {
   EXPECT_EQ(view->Stat(kConfigFileName)->st_mode, S_IFREG | 0440);
   // The root has no IV attribute, as in a vault; other directories have one.
   EXPECT_EQ(view->GetXattr("", kDirIvAttrName).status().sys_errno(), ENODATA);
+}
+
+// Readers at once on one view and one open file (as the FUSE daemon's threads are): each sees
+// the bytes a lone reader does, boundary units included.
+TEST_F(ReverseViewTest, ConcurrentReadersOfOneViewSeeTheSameBytes) {
+  const auto alone = SnapshotOfView();
+  auto view = View();
+  std::string big;
+  for (const auto& [path, text] : alone)
+    if (path.find('/') == std::string::npos && text.size() > 150000 && (big.empty() || path < big))
+      big = path;
+  ASSERT_FALSE(big.empty());
+  auto file = std::move(view->OpenFile(big, {.write = false})).value();
+  const uint64_t size = *file->Size();
+  std::vector<uint8_t> want(size);
+  {
+    // From a view dropped at once: an open file outlives the view it came from.
+    auto lone = std::move(View()->OpenFile(big, {.write = false})).value();
+    ASSERT_EQ(*lone->ReadAt(want, 0), size);
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::map<std::string, std::string> snap;
+      Snapshot(*view, "", snap);
+      if (snap != alone) ++bad;
+      // Reads of odd sizes at odd places, each thread its own order.
+      std::vector<uint8_t> buf(9001);
+      for (uint64_t i = 0; i < 60; ++i) {
+        const uint64_t at = ((i * 7919 + static_cast<uint64_t>(t) * 104729) % size);
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - at));
+        auto got = file->ReadAt(MutableByteSpan(buf).first(n), at);
+        if (!got.ok() || *got != n ||
+            !std::equal(buf.begin(), buf.begin() + n, want.begin() + at)) {
+          if (bad++ == 0)
+            ADD_FAILURE() << "at " << at << " n " << n << " ok " << got.ok() << " "
+                          << (got.ok() ? std::to_string(*got) : got.status().ToString());
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST_F(ReverseViewTest, WritesAreRefusedWithEROFS) {
