@@ -80,7 +80,27 @@ uint64_t CursorOf(std::string_view stored) {
   return (LoadLe64(d.data()) >> 2) + kFirstCursor;
 }
 
-class ReverseDir : public BackingDir {
+// What both of the view's handles answer to a call that would change it: EROFS.
+class ReadOnlyDir : public BackingDir {
+ public:
+  Status MakeDir(std::string_view, mode_t) override { return ReadOnly(); }
+  Status MakeNode(std::string_view, mode_t, dev_t) override { return ReadOnly(); }
+  Status MakeSymlink(std::string_view, std::string_view) override { return ReadOnly(); }
+  Status Link(std::string_view, BackingDir&, std::string_view) override { return ReadOnly(); }
+  Status Unlink(std::string_view) override { return ReadOnly(); }
+  Status RemoveDir(std::string_view) override { return ReadOnly(); }
+  Status Rename(std::string_view, BackingDir&, std::string_view, unsigned) override {
+    return ReadOnly();
+  }
+  Status SetMode(std::string_view, mode_t) override { return ReadOnly(); }
+  Status SetOwner(std::string_view, uid_t, gid_t) override { return ReadOnly(); }
+  Status SetTimes(std::string_view, const struct timespec[2]) override { return ReadOnly(); }
+  Status SetXattr(std::string_view, std::string_view, ByteSpan, int) override { return ReadOnly(); }
+  Status RemoveXattr(std::string_view, std::string_view) override { return ReadOnly(); }
+  Status Sync() override { return Status::Ok(); }
+};
+
+class ReverseDir : public ReadOnlyDir {
  public:
   ReverseDir(std::shared_ptr<const Context> ctx, std::shared_ptr<BackingDir> plain,
              std::string path, bool listing = false)
@@ -227,23 +247,6 @@ class ReverseDir : public BackingDir {
   }
 
   Result<struct statvfs> StatFs() override { return ctx_->root->StatFs(); }
-  Status Sync() override { return Status::Ok(); }
-
-  // Nothing changes the view.
-  Status MakeDir(std::string_view, mode_t) override { return ReadOnly(); }
-  Status MakeNode(std::string_view, mode_t, dev_t) override { return ReadOnly(); }
-  Status MakeSymlink(std::string_view, std::string_view) override { return ReadOnly(); }
-  Status Link(std::string_view, BackingDir&, std::string_view) override { return ReadOnly(); }
-  Status Unlink(std::string_view) override { return ReadOnly(); }
-  Status RemoveDir(std::string_view) override { return ReadOnly(); }
-  Status Rename(std::string_view, BackingDir&, std::string_view, unsigned) override {
-    return ReadOnly();
-  }
-  Status SetMode(std::string_view, mode_t) override { return ReadOnly(); }
-  Status SetOwner(std::string_view, uid_t, gid_t) override { return ReadOnly(); }
-  Status SetTimes(std::string_view, const struct timespec[2]) override { return ReadOnly(); }
-  Status SetXattr(std::string_view, std::string_view, ByteSpan, int) override { return ReadOnly(); }
-  Status RemoveXattr(std::string_view, std::string_view) override { return ReadOnly(); }
 
   // The view's objects have no handles of their own (a front end names them by path).
   Result<ObjectHandle> Handle(std::string_view) override {
@@ -490,7 +493,7 @@ class ReverseDir : public BackingDir {
 };
 
 // A handle on one non-directory entry of the view: its calls take the empty name.
-class ReverseObject : public BackingDir {
+class ReverseObject : public ReadOnlyDir {
  public:
   ReverseObject(std::unique_ptr<BackingDir> dir, std::string stored)
       : dir_(std::move(dir)), stored_(std::move(stored)) {}
@@ -531,22 +534,7 @@ class ReverseObject : public BackingDir {
     return dir_->ListXattrs(stored_);
   }
   Result<struct statvfs> StatFs() override { return dir_->StatFs(); }
-  Status Sync() override { return Status::Ok(); }
 
-  Status MakeDir(std::string_view, mode_t) override { return ReadOnly(); }
-  Status MakeNode(std::string_view, mode_t, dev_t) override { return ReadOnly(); }
-  Status MakeSymlink(std::string_view, std::string_view) override { return ReadOnly(); }
-  Status Link(std::string_view, BackingDir&, std::string_view) override { return ReadOnly(); }
-  Status Unlink(std::string_view) override { return ReadOnly(); }
-  Status RemoveDir(std::string_view) override { return ReadOnly(); }
-  Status Rename(std::string_view, BackingDir&, std::string_view, unsigned) override {
-    return ReadOnly();
-  }
-  Status SetMode(std::string_view, mode_t) override { return ReadOnly(); }
-  Status SetOwner(std::string_view, uid_t, gid_t) override { return ReadOnly(); }
-  Status SetTimes(std::string_view, const struct timespec[2]) override { return ReadOnly(); }
-  Status SetXattr(std::string_view, std::string_view, ByteSpan, int) override { return ReadOnly(); }
-  Status RemoveXattr(std::string_view, std::string_view) override { return ReadOnly(); }
   Result<ObjectHandle> Handle(std::string_view name) override { return dir_->Handle(name); }
   Result<std::unique_ptr<BackingDir>> OpenByHandle(const ObjectHandle& h) override {
     return dir_->OpenByHandle(h);

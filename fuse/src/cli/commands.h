@@ -45,6 +45,9 @@ int RunReverse(const ReverseArgs& args);
 // none (or cannot be listed: then the mount itself will say why).
 std::string EntriesOf(const std::string& dir);
 
+// That `mountpoint` is a directory (kInvalidArgument/ENOTDIR, or its stat's error, naming it).
+Status CheckMountPoint(const std::string& mountpoint);
+
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);
 

@@ -1,5 +1,7 @@
 // Helpers shared by the subcommands: error reporting, passphrase and KDF options, unlocking a
 // vault.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +91,16 @@ Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Vault> vault,
                            core::Vault::Unlock(dir, pass.span()));
   return core::Volume::Open(std::move(vault), core::VolumeOptions{});
+}
+
+Status CheckMountPoint(const std::string& mountpoint) {
+  struct stat st;
+  if (::stat(mountpoint.c_str(), &st) != 0)
+    return Status::FromErrno(errno, "mount point " + mountpoint);
+  if (!S_ISDIR(st.st_mode))
+    return Status(Code::kInvalidArgument, "mount point " + mountpoint + " is not a directory",
+                  ENOTDIR);
+  return Status::Ok();
 }
 
 std::string EntriesOf(const std::string& dir) {

@@ -261,12 +261,7 @@ int RunMount(MountArgs a) {
     d.stats_file = std::filesystem::absolute(a.stats_file, ec).string();
     if (ec) return Fail(Status::FromErrno(ec.value(), "stats file " + a.stats_file));
   }
-  struct stat st;
-  if (::stat(a.mountpoint.c_str(), &st) != 0)
-    return Fail(Status::FromErrno(errno, "mount point " + a.mountpoint));
-  if (!S_ISDIR(st.st_mode))
-    return Fail(Status(Code::kInvalidArgument,
-                       "mount point " + a.mountpoint + " is not a directory", ENOTDIR));
+  if (Status s = CheckMountPoint(a.mountpoint); !s.ok()) return Fail(s);
   if (std::error_code missing; !std::filesystem::is_directory(a.dir, missing))
     return Fail(Status(
         Code::kNotFound,

@@ -202,12 +202,7 @@ int RunReverse(const ReverseArgs& a) {
                  unknown.c_str());
     return 2;
   }
-  struct stat st;
-  if (::stat(a.mountpoint.c_str(), &st) != 0)
-    return Fail(Status::FromErrno(errno, "mount point " + a.mountpoint));
-  if (!S_ISDIR(st.st_mode))
-    return Fail(Status(Code::kInvalidArgument,
-                       "mount point " + a.mountpoint + " is not a directory", ENOTDIR));
+  if (Status s = CheckMountPoint(a.mountpoint); !s.ok()) return Fail(s);
   // As for a mount: what the view would hide is named, unless asked.
   if (!nonempty) {
     if (std::string held = EntriesOf(a.mountpoint); !held.empty())

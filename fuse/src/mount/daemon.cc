@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include <system_error>
 #include <thread>
 
+#include "../daemon_common.h"
 #include "device_io.h"
 #include "filesystem.h"
 #include "log.h"
@@ -34,16 +34,6 @@ namespace {
 bool KeepsUserXattrs(core::BackingDir& dir) {
   auto probe = dir.GetXattr("", "user.sigilfs.probe");
   return probe.ok() || probe.status().sys_errno() == ENODATA;
-}
-
-// One descriptor per open file, and one or two per operation in flight: raise the soft limit
-// to the hard one, as libfuse's passthrough_hp does.
-void RaiseFileLimit() {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 // The page-layer counters and the node table's as a JSON object, written whole (temporary
@@ -170,16 +160,6 @@ std::string CanonicalPath(const std::string& dir) {
   std::filesystem::path p = std::filesystem::canonical(dir, ec);
   if (ec) p = std::filesystem::absolute(dir, ec).lexically_normal();
   return p.string();
-}
-
-// libfuse splits -o at commas and takes a backslash as an escape.
-std::string EscapeOption(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == ',' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 std::string Join(const std::vector<std::string>& parts) {

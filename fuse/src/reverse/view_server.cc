@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "../daemon_common.h"
 #include "../mount/log.h"
 #include "sigilfs/fuse/errno_map.h"
 #include "sigilfs/mutex.h"
@@ -340,24 +341,10 @@ fuse_lowlevel_ops MakeOperations() {
   return ops;
 }
 
-// libfuse splits -o at commas and takes a backslash as an escape.
-std::string EscapeOption(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == ',' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 int ServeView(std::unique_ptr<core::BackingDir> root, const ViewServerOptions& o) {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;  // a descriptor per directory the kernel holds
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
+  const rlim_t descriptors = RaiseFileLimit();
   // Read only, and the kernel checks permissions against the plain entries' modes and owners.
   std::string joined =
       "fsname=" + EscapeOption(o.source) + ",subtype=sigilfs-reverse,ro,default_permissions";
@@ -368,9 +355,8 @@ int ServeView(std::unique_ptr<core::BackingDir> root, const ViewServerOptions& o
   fuse_opt_add_arg(&args, joined.c_str());
   // A descriptor per open directory handle: a quarter of what the process may open, so that
   // open files and listings have the rest.
-  size_t max_open_dirs = 1024;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-    max_open_dirs = std::clamp<size_t>(rl.rlim_cur / 4, 64, 65536);
+  size_t max_open_dirs =
+      descriptors == RLIM_INFINITY ? 65536 : std::clamp<size_t>(descriptors / 4, 64, 65536);
   if (o.max_open_dirs > 0) max_open_dirs = o.max_open_dirs;
   View view(std::move(root), max_open_dirs);
   static const fuse_lowlevel_ops ops = MakeOperations();
