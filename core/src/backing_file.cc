@@ -97,6 +97,26 @@ class PosixBackingFile final : public BackingFile {
     return static_cast<uint64_t>(at);
   }
 
+  Result<FileStamp> Stamp() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return Status::FromErrno(errno, "stat cipher file");
+    return FileStamp{static_cast<uint64_t>(st.st_size), st.st_mtim, st.st_ctim};
+  }
+
+  Status Lock(FileLock kind) override {
+    struct flock fl {};
+    fl.l_type = kind == FileLock::kUnlocked ? F_UNLCK
+                : kind == FileLock::kShared ? F_RDLCK
+                                            : F_WRLCK;
+    fl.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file, however long it grows
+    while (::fcntl(fd_, F_OFD_SETLKW, &fl) != 0) {
+      if (errno != EINTR)
+        return Status::FromErrno(
+            errno, kind == FileLock::kUnlocked ? "unlock cipher file" : "lock cipher file");
+    }
+    return Status::Ok();
+  }
+
   void WillNeed(uint64_t offset, uint64_t length) override {
     (void)::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
                           POSIX_FADV_WILLNEED);
@@ -125,6 +145,7 @@ class MemoryBackingFile final : public BackingFile {
     MemoryFileData& d = *data_;
     MutexLock lock(d.mu);
     std::vector<uint8_t>& b = d.bytes;
+    ++d.changes;
     const size_t total = TotalSize(bufs);
     if (offset + total > b.size()) b.resize(offset + total, 0);
     for (ByteSpan s : bufs) {
@@ -144,6 +165,7 @@ class MemoryBackingFile final : public BackingFile {
     MemoryFileData& d = *data_;
     MutexLock lock(d.mu);
     d.bytes.resize(size, 0);
+    ++d.changes;
     return Status::Ok();
   }
 
@@ -153,6 +175,7 @@ class MemoryBackingFile final : public BackingFile {
     MemoryFileData& d = *data_;
     MutexLock lock(d.mu);
     auto& b = d.bytes;
+    if (punch_hole) ++d.changes;
     if (punch_hole && offset < b.size())
       std::memset(b.data() + offset, 0, std::min<uint64_t>(length, b.size() - offset));
     return Status::Ok();  // memory needs no reserving
@@ -178,8 +201,39 @@ class MemoryBackingFile final : public BackingFile {
     return size;
   }
 
+  Result<FileStamp> Stamp() override {
+    MemoryFileData& d = *data_;
+    MutexLock lock(d.mu);
+    FileStamp stamp;
+    stamp.size = d.bytes.size();
+    stamp.ctime.tv_sec = static_cast<time_t>(d.changes);
+    return stamp;
+  }
+
+  // Readers and one writer, as a whole-file OFD lock: held by this object until let go.
+  Status Lock(FileLock kind) override {
+    MemoryFileData& d = *data_;
+    MutexLock lock(d.mu);
+    if (held_ == FileLock::kShared) --d.shared_holders;
+    if (held_ == FileLock::kExclusive) d.exclusive_held = false;
+    if (held_ != FileLock::kUnlocked) d.lock_changed.NotifyAll();
+    held_ = FileLock::kUnlocked;
+    if (kind == FileLock::kShared) {
+      while (d.exclusive_held) d.lock_changed.Wait(d.mu);
+      ++d.shared_holders;
+    } else if (kind == FileLock::kExclusive) {
+      while (d.exclusive_held || d.shared_holders > 0) d.lock_changed.Wait(d.mu);
+      d.exclusive_held = true;
+    }
+    held_ = kind;
+    return Status::Ok();
+  }
+
+  ~MemoryBackingFile() override { (void)Lock(FileLock::kUnlocked); }
+
  private:
   std::shared_ptr<MemoryFileData> data_;
+  FileLock held_ = FileLock::kUnlocked;  // changed under data_->mu only
 };
 
 }  // namespace
@@ -264,6 +318,9 @@ Status FaultyBackingFile::Allocate(uint64_t offset, uint64_t length, bool punch_
 Result<uint64_t> FaultyBackingFile::Seek(uint64_t offset, bool data) {
   return inner_->Seek(offset, data);
 }
+
+Result<FileStamp> FaultyBackingFile::Stamp() { return inner_->Stamp(); }
+Status FaultyBackingFile::Lock(FileLock kind) { return inner_->Lock(kind); }
 
 Status FaultyBackingFile::Sync(bool data_only) {
   {

@@ -39,4 +39,24 @@ struct FileContents::Sealed {
   mutable std::unordered_map<uint64_t, TreeBlock> verified SIGILFS_GUARDED_BY(mu);
 };
 
+// Shared mode: one public call of a file under the cipher file's lock (page_layer_shared.cc).
+// Opened, it has taken in what other processes changed (status() says if it could not, and the
+// call then fails with that); closed, it has left nothing cached or unstored. Without shared
+// mode, or inside a call of the same thread that holds one already, it does nothing.
+class FileContents::Section {
+ public:
+  Section(const FileContents& file, FileLock kind);
+  ~Section();
+  Section(const Section&) = delete;
+  Section& operator=(const Section&) = delete;
+  const Status& status() const { return status_; }
+  bool active() const { return file_ != nullptr; }
+
+ private:
+  FileContents* file_ = nullptr;
+  FileLock kind_ = FileLock::kUnlocked;
+  bool locked_ = false;  // the store's lock is held
+  Status status_;
+};
+
 }  // namespace sigilfs::core

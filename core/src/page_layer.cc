@@ -159,6 +159,8 @@ PageLayer::PageLayer(crypt::AeadAlgorithm algorithm, ByteSpan content_key, PageL
                                ? options_.crypto_threads
                                : std::max(1u, std::thread::hardware_concurrency());
   pool_ = std::make_unique<ThreadPool>(threads - 1);  // the calling thread is one of them
+  // Shared mode keeps no page past the call that read it: pages read ahead would be dropped.
+  if (options_.shared) options_.readahead_pages = 0;
 }
 
 PageLayer::~PageLayer() = default;
@@ -166,7 +168,11 @@ PageLayer::~PageLayer() = default;
 Result<std::unique_ptr<FileContents>> PageLayer::Open(std::unique_ptr<BackingFile> backing,
                                                       std::string label) {
   std::unique_ptr<FileContents> f(new FileContents(*this, std::move(backing), std::move(label)));
-  {
+  if (options_.shared) {
+    // Loaded under the cipher file's lock, which keeps out a writer in another process.
+    FileContents::Section section(*f, FileLock::kShared);
+    SIGILFS_RETURN_IF_ERROR(section.status());
+  } else {
     WriterLock lock(f->mu_);  // nobody else has it yet; held so the checker sees Load's rules
     SIGILFS_RETURN_IF_ERROR(f->Load());
   }
@@ -280,6 +286,8 @@ Result<std::shared_ptr<const FileContents::Key>> FileContents::EnsureKeyLocked()
 }
 
 uint64_t FileContents::size() const {
+  // Shared mode: the size the cipher file has now. A section that fails leaves the last one.
+  Section section(*this, FileLock::kShared);
   ReaderLock lock(mu_);
   return size_;
 }
@@ -528,6 +536,8 @@ Status FileContents::EnsureCachedLocked(uint64_t index) {
 }
 
 Result<size_t> FileContents::Read(uint64_t offset, MutableByteSpan out) {
+  Section section(*this, FileLock::kShared);
+  SIGILFS_RETURN_IF_ERROR(section.status());
   size_t done = 0;
   bool retried = false;
   const bool sequential = offset == next_sequential_.load(std::memory_order_relaxed);
@@ -784,6 +794,35 @@ Result<size_t> FileContents::Write(uint64_t offset, ByteSpan data) {
 }
 
 Result<size_t> FileContents::Write(uint64_t offset, Source& source, size_t length) {
+  Section section(*this, FileLock::kExclusive);
+  SIGILFS_RETURN_IF_ERROR(section.status());
+  return Stored(section, WriteAnywhere(offset, source, length));
+}
+
+Result<size_t> FileContents::Append(Source& source, size_t length) {
+  Section section(*this, FileLock::kExclusive);
+  SIGILFS_RETURN_IF_ERROR(section.status());
+  uint64_t end = 0;
+  {
+    ReaderLock lock(mu_);
+    end = size_;
+  }
+  return Stored(section, WriteAnywhere(end, source, length));
+}
+
+// Shared mode stores a write before it returns: others read the cipher file. A write-back that
+// fails gives up what it could not store (the file is then what the cipher file holds) and is
+// the write's failure.
+Result<size_t> FileContents::Stored(const Section& section, Result<size_t> written) {
+  if (!section.active() || !written.ok() || *written == 0) return written;
+  if (Status s = Flush(); !s.ok()) {
+    (void)DiscardUnstored();
+    return s;
+  }
+  return written;
+}
+
+Result<size_t> FileContents::WriteAnywhere(uint64_t offset, Source& source, size_t length) {
   if (length == 0) return size_t{0};
   if (offset > kMaxFileSize || length > kMaxFileSize - offset)
     return Status::FromErrno(EFBIG, label_ + ": write past the largest file size");
@@ -1012,6 +1051,8 @@ Result<size_t> FileContents::WriteDirect(uint64_t first, size_t count, Source& s
 Status FileContents::Truncate(uint64_t new_size) { return Resize(new_size, false); }
 
 Status FileContents::Resize(uint64_t new_size, bool only_grow) {
+  Section section(*this, FileLock::kExclusive);
+  SIGILFS_RETURN_IF_ERROR(section.status());
   if (new_size > kMaxFileSize) return Status::FromErrno(EFBIG, label_ + ": truncate too large");
   if (layer_.options_.strict_holes) {
     // As for a write past the end: growing seals zeros instead of leaving holes.

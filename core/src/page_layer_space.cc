@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "file_contents_internal.h"
 #include "sigilfs/core/format.h"
 #include "sigilfs/core/page_layer.h"
 
@@ -30,6 +31,8 @@ Status FileContents::WriteZeros(uint64_t offset, uint64_t end) {
 }
 
 Status FileContents::Allocate(int mode, uint64_t offset, uint64_t length) {
+  Section section(*this, FileLock::kExclusive);
+  SIGILFS_RETURN_IF_ERROR(section.status());
   const bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0;
   const bool zero = (mode & FALLOC_FL_ZERO_RANGE) != 0;
   // As Linux: punching must keep the size, and punching and zeroing do not mix.
@@ -176,6 +179,8 @@ Result<std::optional<std::pair<uint64_t, uint64_t>>> FileContents::NextHoleRun(u
 }
 
 Result<uint64_t> FileContents::SeekData(uint64_t offset, bool data) {
+  Section section(*this, FileLock::kShared);
+  SIGILFS_RETURN_IF_ERROR(section.status());
   // Holes are read off the cipher file, so what is dirty goes there first.
   MutexLock wb(writeback_mu_);
   SIGILFS_RETURN_IF_ERROR(WriteBackLocked());

@@ -68,6 +68,14 @@ class ReverseFile : public BackingFile {
   Status Truncate(uint64_t) override { return ReadOnly(); }
   Status Allocate(uint64_t, uint64_t, bool) override { return ReadOnly(); }
   Status Sync(bool) override { return Status::Ok(); }
+  // The view's file changes only with its plain file, which no lock here holds still: its stamp
+  // is its length, and a lock is granted at once (an exclusive one is for writers).
+  Result<FileStamp> Stamp() override {
+    return FileStamp{codec_.geometry().CipherSize(plain_size_)};
+  }
+  Status Lock(FileLock kind) override {
+    return kind == FileLock::kExclusive ? ReadOnly() : Status::Ok();
+  }
 
  private:
   // Units `first` to `last` into `out`, which starts at byte `start` of the units (relative to

@@ -55,6 +55,7 @@ class TestBackend {
       core::MemoryFileData& data = *memory_[name];
       MutexLock lock(data.mu);
       data.bytes = bytes;
+      ++data.changes;
       return;
     }
     std::ofstream(dir_.path() / name, std::ios::binary | std::ios::trunc)

@@ -28,6 +28,8 @@ class ForwardingBackingFile : public core::BackingFile {
     return inner_->Allocate(offset, length, punch_hole);
   }
   Result<uint64_t> Seek(uint64_t offset, bool data) override { return inner_->Seek(offset, data); }
+  Result<core::FileStamp> Stamp() override { return inner_->Stamp(); }
+  Status Lock(core::FileLock kind) override { return inner_->Lock(kind); }
   void WillNeed(uint64_t offset, uint64_t length) override { inner_->WillNeed(offset, length); }
 
  private:

@@ -42,6 +42,8 @@ Status FileContents::Frozen() const {
 bool FileContents::sealed() const { return sealed_.load(std::memory_order_acquire) != nullptr; }
 
 Result<verity::Descriptor> FileContents::VerityDescriptor() const {
+  Section section(*this, FileLock::kShared);
+  SIGILFS_RETURN_IF_ERROR(section.status());
   const Sealed* sealed = sealed_.load(std::memory_order_acquire);
   if (sealed == nullptr) return NotSealed(label_);
   return sealed->record.descriptor;
@@ -391,6 +393,8 @@ struct FileContents::SealUnits {
 };
 
 Result<verity::Digest> FileContents::EnableVerity(ByteSpan salt, const ByteProgress& progress) {
+  Section section(*this, FileLock::kExclusive);
+  SIGILFS_RETURN_IF_ERROR(section.status());
   if (salt.size() > verity::kMaxSaltSize)
     return Status(Code::kInvalidArgument, label_ + ": verity salt over 32 bytes");
   MutexLock wb(writeback_mu_);
@@ -630,6 +634,8 @@ Status FileContents::UndoSeal(const SealProgress& seal, const Status& failure) {
 }
 
 Status FileContents::VerifyAll(const ByteProgress& progress) {
+  Section section(*this, FileLock::kShared);
+  SIGILFS_RETURN_IF_ERROR(section.status());
   const Sealed* sealed = sealed_.load(std::memory_order_acquire);
   if (sealed == nullptr) return NotSealed(label_);
   std::shared_ptr<const Key> key;

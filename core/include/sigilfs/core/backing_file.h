@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/uio.h>
+#include <time.h>
 
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,24 @@
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
+
+// What tells one stored version of a file from another for a process that does not hold it
+// open alone (shared mode): its length and its change times. Times are as fine as the store
+// keeps them, so two changes close together may leave equal stamps; callers use a stamp to find
+// changes, never to prove there were none.
+struct FileStamp {
+  uint64_t size = 0;
+  struct timespec mtime {};
+  struct timespec ctime {};
+  bool operator==(const FileStamp& o) const {
+    return size == o.size && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec &&
+           ctime.tv_sec == o.ctime.tv_sec && ctime.tv_nsec == o.ctime.tv_nsec;
+  }
+};
+
+// A lock on a whole file that every process (and, on a network store, every host) reaching it
+// sees: shared for readers, exclusive for a writer.
+enum class FileLock { kUnlocked, kShared, kExclusive };
 
 // An open cipher file. Implementations: POSIX file descriptor (the default), memory (tests),
 // and a fault injector wrapping another (tests of errors).
@@ -32,6 +51,15 @@ class BackingFile {
   // lseek(SEEK_DATA) (`data`) or lseek(SEEK_HOLE) from `offset`: where the next stretch of data
   // or hole starts, at the store's block granularity; errno ENXIO at or past the end.
   virtual Result<uint64_t> Seek(uint64_t offset, bool data) = 0;
+  // Its length and change times (FileStamp).
+  virtual Result<FileStamp> Stamp() = 0;
+  // Takes `kind` on the whole file, waiting for it, or (kUnlocked) lets it go. The lock belongs
+  // to this object, not to a thread: its callers keep their own threads apart. POSIX: an
+  // open-file-description lock (fcntl F_OFD_SETLKW), which NFS takes on its server and a FUSE
+  // store without locking of its own (sshfs) keeps in the client's kernel; a store that has
+  // none fails (ENOLCK, EINVAL), and so does one that lost it (NFS after a server restart
+  // that did not give it back): never ignored.
+  virtual Status Lock(FileLock kind) = 0;
   // A hint that [offset, offset + length) will be read soon (the kernel may start reading it).
   virtual void WillNeed(uint64_t offset, uint64_t length) {
     (void)offset;
@@ -47,6 +75,11 @@ std::unique_ptr<BackingFile> NewPosixBackingFile(int fd);
 struct MemoryFileData {
   Mutex mu;
   std::vector<uint8_t> bytes SIGILFS_GUARDED_BY(mu);
+  uint64_t changes SIGILFS_GUARDED_BY(mu) = 0;  // bumped by every change: the stamp's ctime
+  // BackingFile::Lock across the files opened on these bytes.
+  CondVar lock_changed;
+  size_t shared_holders SIGILFS_GUARDED_BY(mu) = 0;
+  bool exclusive_held SIGILFS_GUARDED_BY(mu) = false;
 };
 std::unique_ptr<BackingFile> NewMemoryBackingFile(std::shared_ptr<MemoryFileData> data);
 
@@ -76,6 +109,8 @@ class FaultyBackingFile : public BackingFile {
   Status Sync(bool data_only) override;
   Status Allocate(uint64_t offset, uint64_t length, bool punch_hole) override;
   Result<uint64_t> Seek(uint64_t offset, bool data) override;
+  Result<FileStamp> Stamp() override;
+  Status Lock(FileLock kind) override;
 
  private:
   std::unique_ptr<BackingFile> inner_;

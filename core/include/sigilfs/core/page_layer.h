@@ -15,6 +15,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,12 @@ struct PageLayerOptions {
   // before binding sealed them, for tests that such files still read.
   bool verity_bind = true;
   unsigned crypto_threads = 0;  // workers for large batches; 0 = one per core
+  // Other processes (other mounts, on this host or others) change the cipher files too
+  // (docs/design.md, "Shared storage"): every call on a file is one section under the cipher
+  // file's lock (BackingFile::Lock: shared for reads, exclusive for changes), which first takes
+  // in what others changed and ends with everything stored and nothing cached. Writes are
+  // stored before they return; reads decrypt what the cipher file holds at the time.
+  bool shared = false;
 };
 
 // What the page layer did, for tests, benchmarks and the daemon's stats file.
@@ -145,6 +152,9 @@ class FileContents {
   // (fewer only if the source ran dry). Past EOF, the gap reads as zeros.
   Result<size_t> Write(uint64_t offset, Source& source, size_t length);
   Result<size_t> Write(uint64_t offset, ByteSpan data);
+  // Writes at the end of the file, wherever that is when the write starts (O_APPEND): in shared
+  // mode, the end as the cipher file holds it under the lock, whoever wrote last.
+  Result<size_t> Append(Source& source, size_t length);
   // Changes the size; the new last page is re-sealed, and everything is written back.
   Status Truncate(uint64_t size);
   // fallocate(2), `mode` as there (FALLOC_FL_KEEP_SIZE, _PUNCH_HOLE with _KEEP_SIZE,
@@ -189,9 +199,22 @@ class FileContents {
 
   const PageCounters& counters() const { return counters_; }
   const std::string& label() const { return label_; }
+  // Shared mode: how many times a call found the cipher file changed by another process (its
+  // stamp moved) since this object opened it. A front end that caches the plaintext itself (the
+  // kernel's page cache of a mount) drops that cache when this moves.
+  uint64_t outside_changes() const { return outside_changes_.load(std::memory_order_relaxed); }
 
  private:
   friend class PageLayer;
+  // One call's section in shared mode (file_contents_internal.h); a no-op otherwise, and in a
+  // call made inside another of the same thread.
+  class Section;
+  // Shared mode: the cipher file re-read where another process changed it (its length or
+  // header differ from what this object last left): state dropped and loaded again.
+  Status TakeInOutsideChanges(bool first) SIGILFS_REQUIRES(section_mu_);
+  // Shared mode, the end of a section: nothing left cached or unstored; after a change
+  // (`changed`), the file's new stamp and header noted as this object's own.
+  void EndSection(bool changed) SIGILFS_REQUIRES(section_mu_);
   struct Key;
   struct Sealed;
   struct PageBufferDeleter {
@@ -302,6 +325,9 @@ class FileContents {
   Status LoadPageBuffers(const Key* key, uint64_t first, size_t count, uint64_t disk_size,
                          std::vector<PageBuffer>& out);
   Status EnsureCachedLocked(uint64_t index) SIGILFS_REQUIRES(mu_);
+  // Write's work, at `offset` (Write and Append hold the section).
+  Result<size_t> WriteAnywhere(uint64_t offset, Source& source, size_t length);
+  Result<size_t> Stored(const Section& section, Result<size_t> written);
   Result<size_t> WriteCached(uint64_t offset, Source& source, size_t length);
   // A failure after part of the run was stored returns that part's length with `*failed` set.
   Result<size_t> WriteDirect(uint64_t first, size_t count, Source& source, bool* failed);
@@ -358,6 +384,16 @@ class FileContents {
   std::unique_ptr<BackingFile> backing_;
   const std::string label_;
   PageCounters counters_;
+
+  // Shared mode: one section at a time in this process, since the store's lock belongs to the
+  // open file and so cannot keep this process's own threads apart. The owner's nested calls
+  // pass (section_owner_).
+  Mutex section_mu_ SIGILFS_ACQUIRED_BEFORE(writeback_mu_);
+  std::atomic<std::thread::id> section_owner_{};
+  // The cipher file as this object's last section left it (none: not loaded under the lock yet).
+  std::optional<FileStamp> seen_stamp_ SIGILFS_GUARDED_BY(section_mu_);
+  std::array<uint8_t, kFileHeaderSize> seen_header_ SIGILFS_GUARDED_BY(section_mu_){};
+  std::atomic<uint64_t> outside_changes_{0};
 
   Mutex writeback_mu_ SIGILFS_ACQUIRED_BEFORE(mu_);
   Mutex job_mu_;
