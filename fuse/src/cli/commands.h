@@ -57,8 +57,9 @@ std::string Counted(uint64_t n, std::string_view one, std::string_view many);
 // What an offline command does to the cipher directory, and so which lock it takes
 // (docs/design.md, "One mount per vault").
 enum class VaultAccess {
-  kRead,   // fsck, export, verity measure/verify: a shared lock
-  kWrite,  // import, verity enable, home undo: the exclusive lock
+  kRead,         // fsck, export, verity measure/verify: a shared lock
+  kWrite,        // import, verity enable, home undo: the exclusive lock
+  kSharedMount,  // mount --shared: beside other shared mounts (LockMode::kSharedMount)
 };
 
 // Takes the vault's lock for an offline command. kWrite: a vault that is mounted or in use is

@@ -63,9 +63,11 @@ Result<crypt::Argon2Params> ResolveKdf(const KdfOptions& o) {
 }
 
 Result<fuse::VaultLock> LockVault(const std::string& dir, VaultAccess access) {
-  const bool write = access == VaultAccess::kWrite;
+  const bool write = access != VaultAccess::kRead;
   auto lock =
-      fuse::VaultLock::Acquire(dir, write ? fuse::LockMode::kExclusive : fuse::LockMode::kShared);
+      fuse::VaultLock::Acquire(dir, access == VaultAccess::kWrite ? fuse::LockMode::kExclusive
+                                    : write                       ? fuse::LockMode::kSharedMount
+                                                                  : fuse::LockMode::kShared);
   if (!lock.ok()) {
     if (write) return lock.status();
     if (lock.status().sys_errno() == EBUSY)

@@ -38,6 +38,7 @@ struct MountArgs {
   std::string handle_cache;          // a count of nodes
   std::string readahead;             // KiB
   std::vector<std::string> options;  // -o values, each possibly comma-separated
+  bool shared = false;               // several mounts of one vault (--shared, -o shared)
   fuse::PassphraseSource pass;
 };
 
@@ -190,6 +191,8 @@ int RunMount(MountArgs a) {
         a.readahead = value;
       else if (opt == "nonempty")
         nonempty = true;
+      else if (opt == "shared")
+        a.shared = true;
       else if (opt == "xattr" || opt.empty())
         continue;
       else if (key == "fsname" || key == "subtype")
@@ -214,11 +217,12 @@ int RunMount(MountArgs a) {
     return 2;
   }
   if (!unknown.empty()) {
-    std::fprintf(stderr,
-                 "sigilfs: unknown mount option '%s' (sigilfs's own: ro, rw, noxattr, acl, noacl, "
-                 "nonempty, passfile=, stats_file=, idle=, handle_cache=, readahead=; and FUSE's, "
-                 "as in mount.fuse3(8))\n",
-                 unknown.c_str());
+    std::fprintf(
+        stderr,
+        "sigilfs: unknown mount option '%s' (sigilfs's own: ro, rw, noxattr, acl, noacl, "
+        "nonempty, shared, passfile=, stats_file=, idle=, handle_cache=, readahead=; and FUSE's, "
+        "as in mount.fuse3(8))\n",
+        unknown.c_str());
     return 2;
   }
   d.read_only = read_only.value_or(false);
@@ -274,7 +278,8 @@ int RunMount(MountArgs a) {
   // One mount per vault (docs/design.md): the lock is taken before the passphrase is asked for,
   // and this process's descriptor, shared by the fork of fuse_daemonize, keeps it until the
   // serving process ends. A second mount, stacked or elsewhere, stops here.
-  auto lock = LockVault(a.dir, VaultAccess::kWrite);
+  // Shared mode: other shared mounts (and no other) may serve the vault at the same time.
+  auto lock = LockVault(a.dir, a.shared ? VaultAccess::kSharedMount : VaultAccess::kWrite);
   if (!lock.ok()) return Fail(lock.status());
   // FUSE 3 mounts over anything; what was there would vanish from sight until the unmount, which
   // looks like lost files. Refused unless asked, as FUSE 2 did.
@@ -293,10 +298,14 @@ int RunMount(MountArgs a) {
   if (!pass.ok()) return Fail(pass.status());
   auto vault = core::Vault::Unlock(dir, pass->span());
   if (!vault.ok()) return Fail(vault.status());
-  auto volume = core::Volume::Open(std::move(vault).value(), core::VolumeOptions{});
+  core::VolumeOptions volume_options;
+  volume_options.pages.shared = a.shared;
+  auto volume = core::Volume::Open(std::move(vault).value(), volume_options);
   if (!volume.ok()) return Fail(volume.status());
-  // The serving process names itself in the lock file, for `sigilfs unmount` to wait on.
-  d.on_serving = [&lock] { (void)lock->RecordHolder(); };
+  d.shared = a.shared;
+  // The serving process names itself in the lock file, for `sigilfs unmount` to wait on. Shared
+  // mounts, several to one file, leave it as it is.
+  if (!a.shared) d.on_serving = [&lock] { (void)lock->RecordHolder(); };
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
@@ -382,6 +391,12 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
         "default_permissions, and other FUSE options; remount,ro or remount,rw on a mounted "
         "vault (root) switches it as `mount -o remount,ro` does");
     AddPassphraseOptions(*cmd, a->pass, "", "passphrase");
+    cmd->add_flag("--shared", a->shared,
+                  "Let other --shared mounts (on this host or others) serve the vault at the same "
+                  "time: writes are stored before they return, each file's changes are "
+                  "coordinated by locks on the cipher file, and other mounts' changes show on the "
+                  "next open (close-to-open, as NFS); for vaults on NFS, sshfs or synced folders "
+                  "(also -o shared)");
     cmd->add_option("--stats-file", a->stats_file,
                     "Write the page-layer counters here as JSON on unmount and on SIGUSR1");
     cmd->add_option("--idle", a->idle,
@@ -396,7 +411,8 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
                     "when mounting as root)");
     cmd->footer(
         "From /etc/fstab: CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=FILE[,OPTIONS] 0 0\n"
-        "(also idle=, stats_file=, handle_cache=, readahead=, noxattr, noacl, ro and FUSE options "
+        "(also idle=, stats_file=, handle_cache=, readahead=, shared, noxattr, noacl, ro and FUSE "
+        "options "
         "such as "
         "allow_other).");
     cmd->callback([&action, a] { action = [a] { return RunMount(*a); }; });

@@ -190,6 +190,7 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
 
   MountOptions fs_options;
   fs_options.read_only = o.read_only;
+  fs_options.shared = o.shared;
   fs_options.set_owner = ::geteuid() == 0;
   fs_options.handle_cache = o.handle_cache;
   fs_options.max_readahead = o.readahead_kib * 1024;

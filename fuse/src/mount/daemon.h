@@ -29,6 +29,8 @@ struct DaemonOptions {
   size_t readahead_kib = kDefaultReadaheadKib;
   static constexpr size_t kDefaultReadaheadKib = 2048;
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
+  // Other mounts serve the vault at the same time (the volume's page layer is in shared mode).
+  bool shared = false;
   // Called in the serving process once it has detached (fuse_daemonize forks).
   std::function<void()> on_serving;
 };

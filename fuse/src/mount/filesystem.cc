@@ -873,7 +873,7 @@ Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& 
   MutexLock lock(inode.mu);
   std::shared_ptr<core::FileContents> c = inode.contents;
   if (!c) return Status::FromErrno(EBADF, "write");
-  if (append) return c->Write(c->size(), source, length);  // appenders serialize on inode.mu
+  if (append) return c->Append(source, length);  // appenders serialize on inode.mu
   lock.Unlock();
   return c->Write(offset, source, length);
 }

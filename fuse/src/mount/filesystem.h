@@ -144,6 +144,9 @@ struct MountOptions {
   size_t handle_cache = kDefaultHandleCache;
   static constexpr size_t kDefaultHandleCache = 32768;  // about 0.7 KiB each
   size_t max_readahead = 0;  // bytes the kernel may read ahead (0: what it proposes)
+  // Other mounts change the vault too (`mount --shared`): the kernel's cached pages of a file
+  // are dropped at each open (close-to-open).
+  bool shared = false;
 };
 
 // The node table in numbers (the daemon's stats file).
@@ -258,6 +261,7 @@ class Filesystem {
   // where no default ACL is inherited. With kernel_acls the kernel also checks permissions
   // against them.
   bool wants_acls() const { return options_.acls; }
+  bool shared() const { return options_.shared; }
   bool wants_kernel_acls() const { return options_.kernel_acls; }
   void CountGetattr() { getattrs_.fetch_add(1, std::memory_order_relaxed); }
   void CountGetxattr() { getxattrs_.fetch_add(1, std::memory_order_relaxed); }

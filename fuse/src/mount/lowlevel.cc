@@ -251,8 +251,9 @@ void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Status s = Fs(req).DoOpen(*inode, fi->flags);
   if (!s.ok()) return ReplyError(req, s);
   if ((fi->flags & O_TRUNC) != 0) ClearSetIdIfAsked(req, ino, *inode);
-  // All changes reach the kernel's page cache through this mount, so it stays valid.
-  fi->keep_cache = 1;
+  // All changes reach the kernel's page cache through this mount, so it stays valid; unless
+  // other mounts change the vault too: then an open starts from what the vault holds.
+  fi->keep_cache = Fs(req).shared() ? 0 : 1;
   if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*inode, Writer(fi));
 }
 
@@ -266,7 +267,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
       r->attr.st_mode = (r->attr.st_mode & S_IFMT) | **changed;
   }
   const fuse_entry_param e = EntryParam(req, *r);
-  fi->keep_cache = 1;
+  fi->keep_cache = Fs(req).shared() ? 0 : 1;
   if (fuse_reply_create(req, &e, fi) != 0) {
     (void)Fs(req).DoRelease(*r->inode, Writer(fi));
     Fs(req).Forget(e.ino, 1);

@@ -22,6 +22,9 @@ inline constexpr char kLockFileName[] = "sigilfs.lock";
 enum class LockMode {
   kShared,     // commands that only read the cipher directory
   kExclusive,  // the mount daemon, and commands that write the cipher directory
+  // A mount in shared mode (`mount --shared`): beside other shared mounts and readers, refused
+  // by an exclusive holder and refusing one. Makes the lock file, as kExclusive does.
+  kSharedMount,
 };
 
 // A lock on a vault, held until the object goes (or its process ends: the kernel drops a
@@ -32,10 +35,10 @@ class VaultLock {
  public:
   VaultLock() = default;  // holds nothing
 
-  // Takes the lock on the vault in `dir` without waiting; kExclusive makes the lock file if it
-  // is missing, kShared never does (no file: no holder). A conflicting holder: an error with
-  // EBUSY whose message is VaultInUseMessage(dir). A lock that cannot be had at all (no lock
-  // file for a reader, a cipher directory this process may not write, a filesystem without
+  // Takes the lock on the vault in `dir` without waiting; kExclusive and kSharedMount make the
+  // lock file if it is missing, kShared never does (no file: no holder). A conflicting holder: an
+  // error with EBUSY whose message is VaultInUseMessage(dir). A lock that cannot be had at all (no
+  // lock file for a reader, a cipher directory this process may not write, a filesystem without
   // flock): an unheld lock whose why_not() says why.
   static Result<VaultLock> Acquire(const std::string& dir, LockMode mode);
 

@@ -1,0 +1,420 @@
+// Shared mode: several `mount --shared` daemons serving one vault at once. What one writes the
+// others read on their next open; partial writes of one page by two mounts both stay; appends
+// go to the end whoever wrote last; an exclusive mount and shared mounts refuse each other; and
+// a checker runs writers, appenders, creators, renamers and readers on 2 and 4 mounts against a
+// model, then fsck.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support/mount.h"
+#include "test_support/pattern.h"
+#include "test_support/process.h"
+#include "test_support/requirements.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Pattern;
+using test::RunProcess;
+
+// A vault and `n` shared mounts of it, the first made with the vault.
+class SharedMounts {
+ public:
+  explicit SharedMounts(size_t n, std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), "--shared");
+    mounts_.push_back(std::make_unique<test::MountedVault>(extra));
+    for (size_t i = 1; i < n; ++i) {
+      const std::string point = (dir_.path() / ("m" + std::to_string(i))).string();
+      fs::create_directory(point);
+      mounts_.push_back(std::make_unique<test::MountedVault>(mounts_[0]->cipher(), point,
+                                                             mounts_[0]->passfile(), extra));
+    }
+  }
+  test::MountedVault& operator[](size_t i) { return *mounts_[i]; }
+  size_t size() const { return mounts_.size(); }
+  // Unmounts all (each waits for its daemon); the vault stays.
+  void UnmountAll() {
+    for (auto it = mounts_.rbegin(); it != mounts_.rend(); ++it) (*it)->Unmount();
+  }
+
+ private:
+  test::TempDir dir_;
+  std::vector<std::unique_ptr<test::MountedVault>> mounts_;
+};
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+bool PWriteAll(int fd, const void* data, size_t n, off_t at) {
+  return ::pwrite(fd, data, n, at) == static_cast<ssize_t>(n);
+}
+
+TEST(MountSharedTest, WhatOneMountWritesTheOtherReadsOnItsNextOpen) {
+  SIGILFS_NEEDS_FUSE();
+  SharedMounts m(2);
+  std::ofstream(m[0].path("a")) << "from the first";
+  EXPECT_EQ(Contents(m[1].path("a")), "from the first");
+  ASSERT_EQ(::mkdir(m[1].path("d").c_str(), 0755), 0);
+  std::ofstream(m[1].path("d/b")) << "from the second";
+  EXPECT_EQ(Contents(m[0].path("d/b")), "from the second");
+  // Rewritten in place (same size), then cut short by the other.
+  std::ofstream(m[0].path("d/b"), std::ios::in | std::ios::out) << "FROM";
+  EXPECT_EQ(Contents(m[1].path("d/b")), "FROM the second");
+  ASSERT_EQ(::truncate(m[1].path("d/b").c_str(), 4), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the kernel's attribute cache
+  EXPECT_EQ(Contents(m[0].path("d/b")), "FROM");
+  // Hard links stay hard links.
+  ASSERT_EQ(::link(m[0].path("a").c_str(), m[0].path("d/a2").c_str()), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(m[1].path("d/a2").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 2u);
+  EXPECT_EQ(Contents(m[1].path("d/a2")), "from the first");
+}
+
+TEST(MountSharedTest, PartialWritesOfOnePageByTwoMountsBothStay) {
+  SIGILFS_NEEDS_FUSE();
+  SharedMounts m(2);
+  std::ofstream(m[0].path("f")) << "";
+  const int a = ::open(m[0].path("f").c_str(), O_WRONLY);
+  const int b = ::open(m[1].path("f").c_str(), O_WRONLY);  // opened while the file is empty
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  const auto x = Pattern(100, 1), y = Pattern(100, 2);
+  ASSERT_TRUE(PWriteAll(a, x.data(), x.size(), 0));
+  ASSERT_TRUE(PWriteAll(b, y.data(), y.size(), 200));
+  ASSERT_EQ(::close(a), 0);
+  ASSERT_EQ(::close(b), 0);
+  std::string want(300, '\0');
+  std::memcpy(want.data(), x.data(), x.size());
+  std::memcpy(want.data() + 200, y.data(), y.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(Contents(m[0].path("f")), want);
+  EXPECT_EQ(Contents(m[1].path("f")), want);
+}
+
+TEST(MountSharedTest, AppendsFromTwoMountsGoToTheEnd) {
+  SIGILFS_NEEDS_FUSE();
+  SharedMounts m(2);
+  const int a = ::open(m[0].path("log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  ASSERT_GE(a, 0);
+  const int b = ::open(m[1].path("log").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(b, 0);
+  std::string want;
+  for (int i = 0; i < 20; ++i) {
+    const std::string line = (i % 2 == 0 ? "first " : "second ") + std::to_string(i) + "\n";
+    ASSERT_EQ(::write(i % 2 == 0 ? a : b, line.data(), line.size()),
+              static_cast<ssize_t>(line.size()));
+    want += line;
+  }
+  ::close(a);
+  ::close(b);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(Contents(m[0].path("log")), want);
+  EXPECT_EQ(Contents(m[1].path("log")), want);
+}
+
+TEST(MountSharedTest, ExclusiveAndSharedMountsRefuseEachOther) {
+  SIGILFS_NEEDS_FUSE();
+  test::TempDir tmp;
+  const std::string other = (tmp.path() / "other").string();
+  fs::create_directory(other);
+  {
+    SharedMounts m(1);
+    // A mount without --shared, and an import, are refused while a shared mount serves.
+    auto r =
+        RunProcess({SIGILFS_BINARY, "mount", m[0].cipher(), other, "--passfile", m[0].passfile()});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("is mounted on"), std::string::npos) << r.err;
+    const std::string src = (tmp.path() / "src").string();
+    fs::create_directory(src);
+    r = RunProcess({SIGILFS_BINARY, "import", m[0].cipher(), src, "--passfile", m[0].passfile()});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("is mounted on"), std::string::npos) << r.err;
+  }
+  test::MountedVault v;
+  auto r = RunProcess(
+      {SIGILFS_BINARY, "mount", "--shared", v.cipher(), other, "--passfile", v.passfile()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is mounted on"), std::string::npos) << r.err;
+}
+
+// The checker. Each mount runs three threads:
+// - slots: 512-byte records written into its own slots of a shared 64 KiB file (the other
+//   slots of each page are other mounts'), every one also read back on a fresh open;
+// - log: records appended to a shared log with O_APPEND;
+// - names: files made in two shared directories, renamed between them and removed.
+// Readers, on fresh opens (close-to-open), must find every slot a whole record of that slot by
+// its owner (or zeros), never older than one they saw before. At the end (all unmounted, the
+// vault mounted once more): every slot holds its owner's last record, the log every record
+// once, whole, and the directories exactly the files each mount left, with their contents;
+// `sigilfs fsck` finds nothing.
+constexpr size_t kSlot = 512;
+constexpr size_t kDataSize = 64 * 1024;
+constexpr size_t kSlots = kDataSize / kSlot;
+constexpr size_t kLogRecord = 128;
+
+std::string SlotRecord(uint32_t mount, uint32_t seq, uint32_t slot) {
+  const auto p = Pattern(kSlot, mount * 1000003u + seq * 31u + slot);
+  std::string r(p.begin(), p.end());
+  std::memcpy(r.data(), &mount, 4);
+  std::memcpy(r.data() + 4, &seq, 4);
+  std::memcpy(r.data() + 8, &slot, 4);
+  return r;
+}
+
+std::string LogRecord(uint32_t mount, uint32_t index) {
+  const auto p = Pattern(kLogRecord, mount * 7919u + index);
+  std::string r(p.begin(), p.end());
+  std::memcpy(r.data(), &mount, 4);
+  std::memcpy(r.data() + 4, &index, 4);
+  return r;
+}
+
+// The sequence number slot `slot` holds in `bytes` (0: zeros), or an error.
+bool SlotSeq(const std::string& bytes, uint32_t slot, uint32_t owner, uint32_t& seq,
+             std::string& why) {
+  if (bytes.find_first_not_of('\0') == std::string::npos) {
+    seq = 0;
+    return true;
+  }
+  uint32_t m, s, sl;
+  std::memcpy(&m, bytes.data(), 4);
+  std::memcpy(&s, bytes.data() + 4, 4);
+  std::memcpy(&sl, bytes.data() + 8, 4);
+  if (sl != slot || m != owner || bytes != SlotRecord(m, s, sl)) {
+    why = "slot " + std::to_string(slot) + " holds no record of its owner " + std::to_string(owner);
+    return false;
+  }
+  seq = s;
+  return true;
+}
+
+struct CheckerCounts {
+  std::atomic<uint64_t> slot_writes{0}, slot_reads{0}, appends{0}, creates{0}, renames{0},
+      removes{0}, bytes_checked{0};
+};
+
+void RunChecker(size_t mounts) {
+  const bool long_run = std::getenv("SIGILFS_LONG") != nullptr;
+  const auto duration = std::chrono::seconds(long_run ? 60 : 6);
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[ checker ] %zu mounts, seed %u, %lld s\n", mounts, seed,
+              static_cast<long long>(duration.count()));
+  SharedMounts m(mounts);
+  {
+    const int fd = ::open(m[0].path("data").c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, kDataSize), 0);  // the size stays: every slot is always there
+    ::close(fd);
+  }
+  ASSERT_EQ(::mkdir(m[0].path("x").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(m[0].path("y").c_str(), 0755), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+
+  const uint32_t n = static_cast<uint32_t>(mounts);
+  std::vector<std::vector<uint32_t>> last(n, std::vector<uint32_t>(kSlots, 0));
+  std::vector<uint32_t> appended(n, 0);
+  // Per mount: its files, name -> (directory, contents seed).
+  std::vector<std::map<std::string, std::pair<std::string, uint32_t>>> files(n);
+  std::atomic<bool> failed{false};
+  CheckerCounts counts;
+  const auto deadline = std::chrono::steady_clock::now() + duration;
+  auto fail = [&](const std::string& why) {
+    if (!failed.exchange(true)) ADD_FAILURE() << why;
+  };
+
+  auto slots = [&](uint32_t w) {
+    std::mt19937 rng(seed + w);
+    std::vector<uint32_t> newest(kSlots, 0);
+    uint32_t seq = 0;
+    const int fd = ::open(m[w].path("data").c_str(), O_WRONLY);
+    if (fd < 0) return fail("open data for writing");
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      if (rng() % 2 == 0) {
+        const uint32_t slot = static_cast<uint32_t>(rng() % (kSlots / n)) * n + w;
+        const std::string rec = SlotRecord(w, ++seq, slot);
+        if (!PWriteAll(fd, rec.data(), rec.size(), static_cast<off_t>(slot) * kSlot))
+          return fail("slot write: " + std::string(std::strerror(errno)));
+        if (rng() % 8 == 0 && ::fsync(fd) != 0) return fail("fsync");
+        last[w][slot] = seq;
+        ++counts.slot_writes;
+        continue;
+      }
+      // A fresh open (close-to-open), now and then past the kernel's cache altogether.
+      const bool direct = rng() % 4 == 0;
+      const int rd = ::open(m[w].path("data").c_str(), O_RDONLY | (direct ? O_DIRECT : 0));
+      if (rd < 0) return fail("open data for reading");
+      const uint32_t first = static_cast<uint32_t>(rng() % kSlots);
+      const uint32_t count =
+          1 + static_cast<uint32_t>(rng() % std::min<size_t>(24, kSlots - first));
+      void* raw = nullptr;
+      if (::posix_memalign(&raw, 4096, count * kSlot) != 0) return fail("memory");
+      std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(raw), &std::free);
+      const ssize_t got = ::pread(rd, buf.get(), count * kSlot, static_cast<off_t>(first) * kSlot);
+      ::close(rd);
+      if (got != static_cast<ssize_t>(count * kSlot))
+        return fail("read of " + std::to_string(count) + " slots: " +
+                    (got < 0 ? std::strerror(errno) : "short, " + std::to_string(got)));
+      for (uint32_t i = 0; i < count; ++i) {
+        const uint32_t slot = first + i;
+        uint32_t s = 0;
+        std::string why;
+        if (!SlotSeq(std::string(buf.get() + i * kSlot, kSlot), slot, slot % n, s, why))
+          return fail(why);
+        if (s < newest[slot])
+          return fail("slot " + std::to_string(slot) + " went back from " +
+                      std::to_string(newest[slot]) + " to " + std::to_string(s));
+        newest[slot] = s;
+      }
+      counts.bytes_checked += count * kSlot;
+      ++counts.slot_reads;
+    }
+    ::close(fd);
+  };
+
+  auto log = [&](uint32_t w) {
+    const int fd = ::open(m[w].path("log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) return fail("open log");
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      const std::string rec = LogRecord(w, appended[w]);
+      if (::write(fd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size()))
+        return fail("append: " + std::string(std::strerror(errno)));
+      ++appended[w];
+      ++counts.appends;
+    }
+    ::close(fd);
+  };
+
+  auto names = [&](uint32_t w) {
+    std::mt19937 rng(seed * 3 + w);
+    uint32_t next = 0;
+    auto& mine = files[w];
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      const int op = static_cast<int>(rng() % 4);
+      if (op < 2 || mine.empty()) {
+        const std::string name = "w" + std::to_string(w) + "-" + std::to_string(next++);
+        const std::string dir = rng() % 2 == 0 ? "x" : "y";
+        const uint32_t content = static_cast<uint32_t>(rng());
+        const auto bytes = Pattern(100 + content % 9000, content);
+        const int fd =
+            ::open(m[w].path(dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0) return fail("create " + dir + "/" + name + ": " + std::strerror(errno));
+        if (!PWriteAll(fd, bytes.data(), bytes.size(), 0) || ::close(fd) != 0)
+          return fail("write " + name);
+        mine[name] = {dir, content};
+        ++counts.creates;
+        continue;
+      }
+      auto it = mine.begin();
+      std::advance(it, static_cast<long>(rng() % mine.size()));
+      const std::string from = it->second.first + "/" + it->first;
+      if (op == 2) {
+        const std::string dir = it->second.first == "x" ? "y" : "x";
+        if (::rename(m[w].path(from).c_str(), m[w].path(dir + "/" + it->first).c_str()) != 0)
+          return fail("rename " + from + ": " + std::strerror(errno));
+        it->second.first = dir;
+        ++counts.renames;
+      } else {
+        if (::unlink(m[w].path(from).c_str()) != 0)
+          return fail("unlink " + from + ": " + std::strerror(errno));
+        mine.erase(it);
+        ++counts.removes;
+      }
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < n; ++w) {
+    threads.emplace_back(slots, w);
+    threads.emplace_back(log, w);
+    threads.emplace_back(names, w);
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(failed);
+  m.UnmountAll();
+
+  test::MountedVault& any = m[0];
+  auto r = RunProcess({SIGILFS_BINARY, "fsck", any.cipher(), "--passfile", any.passfile()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  test::TempDir check_dir;
+  test::MountedVault check(any.cipher(), check_dir.path().string(), any.passfile());
+  const std::string data = Contents(check.path("data"));
+  ASSERT_EQ(data.size(), kDataSize);
+  for (uint32_t slot = 0; slot < kSlots; ++slot) {
+    uint32_t s = 0;
+    std::string why;
+    ASSERT_TRUE(SlotSeq(data.substr(slot * kSlot, kSlot), slot, slot % n, s, why)) << why;
+    EXPECT_EQ(s, last[slot % n][slot]) << "slot " << slot;
+  }
+  const std::string logged = Contents(check.path("log"));
+  ASSERT_EQ(logged.size() % kLogRecord, 0u);
+  std::vector<uint32_t> next(n, 0);
+  for (size_t at = 0; at < logged.size(); at += kLogRecord) {
+    uint32_t w, index;
+    std::memcpy(&w, logged.data() + at, 4);
+    std::memcpy(&index, logged.data() + at + 4, 4);
+    ASSERT_LT(w, n) << "log record at " << at;
+    ASSERT_EQ(index, next[w]) << "log record at " << at;
+    ASSERT_EQ(logged.substr(at, kLogRecord), LogRecord(w, index)) << "log record at " << at;
+    ++next[w];
+  }
+  EXPECT_EQ(next, appended);
+  std::set<std::string> want_names, have_names;
+  for (uint32_t w = 0; w < n; ++w) {
+    for (const auto& [name, where] : files[w]) {
+      want_names.insert(where.first + "/" + name);
+      const auto bytes = Pattern(100 + where.second % 9000, where.second);
+      EXPECT_EQ(Contents(check.path(where.first + "/" + name)),
+                std::string(bytes.begin(), bytes.end()))
+          << name;
+    }
+  }
+  for (const std::string dir : {"x", "y"})
+    for (const auto& e : fs::directory_iterator(check.path(dir)))
+      have_names.insert(dir + "/" + e.path().filename().string());
+  EXPECT_EQ(have_names, want_names);
+  std::printf(
+      "[ checker ] %zu mounts: %llu slot writes, %llu slot reads (%llu bytes checked), %llu "
+      "appends (%zu log bytes), %llu creates, %llu renames, %llu removes\n",
+      mounts, static_cast<unsigned long long>(counts.slot_writes.load()),
+      static_cast<unsigned long long>(counts.slot_reads.load()),
+      static_cast<unsigned long long>(counts.bytes_checked.load()),
+      static_cast<unsigned long long>(counts.appends.load()), logged.size(),
+      static_cast<unsigned long long>(counts.creates.load()),
+      static_cast<unsigned long long>(counts.renames.load()),
+      static_cast<unsigned long long>(counts.removes.load()));
+}
+
+TEST(MountSharedCheckerTest, TwoMounts) {
+  SIGILFS_NEEDS_FUSE();
+  RunChecker(2);
+}
+
+TEST(MountSharedCheckerTest, FourMounts) {
+  SIGILFS_NEEDS_FUSE();
+  RunChecker(4);
+}
+
+}  // namespace
+}  // namespace sigilfs
