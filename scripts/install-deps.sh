@@ -15,6 +15,7 @@ packages=(
 if [[ ${1:-} != --for-demo ]]; then
   packages+=(
     libbenchmark-dev attr acl rsync e2fsprogs pamtester restic
+    sshfs openssh-server openssh-client syncthing
     dpkg-dev file
     clang clang-format clang-tidy llvm
   )

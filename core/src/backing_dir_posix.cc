@@ -206,10 +206,29 @@ class PosixBackingDir final : public BackingDir {
     unsigned sys_flags = 0;
     if ((flags & kNoReplace) != 0) sys_flags |= RENAME_NOREPLACE;
     if ((flags & kExchange) != 0) sys_flags |= RENAME_EXCHANGE;
-    if (::renameat2(fd_, std::string(name).c_str(), other->fd_, std::string(to_name).c_str(),
-                    sys_flags) != 0)
-      return Errno("rename", name);
-    return Status::Ok();
+    const std::string from(name), to_entry(to_name);
+    if (::renameat2(fd_, from.c_str(), other->fd_, to_entry.c_str(), sys_flags) == 0)
+      return Status::Ok();
+    if (errno != EINVAL || flags != kNoReplace) return Errno("rename", name);
+    return RenameNoReplaceWithoutFlags(from, *other, to_entry);
+  }
+
+  // A store without renameat2's flags (sshfs, and other FUSE stores and network filesystems
+  // refuse them with EINVAL): renamed plainly once the name was seen free. That replaces at most
+  // an empty directory, and a directory of the vault is never empty (it holds its IV) but while
+  // it is being removed; a file another host puts there between the look and the rename is
+  // replaced (docs/design.md, "Shared storage"). Not link(2) and unlink: a store that keeps
+  // objects by path (sshfs) would lose track of the handles the mount holds on the file.
+  Status RenameNoReplaceWithoutFlags(const std::string& from, PosixBackingDir& to,
+                                     const std::string& to_name) {
+    struct stat there;
+    if (::fstatat(to.fd_, to_name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0)
+      return Status::FromErrno(EEXIST, "rename " + from);
+    if (errno != ENOENT) return Errno("rename", from);
+    if (::renameat(fd_, from.c_str(), to.fd_, to_name.c_str()) == 0) return Status::Ok();
+    // A directory made there meanwhile holds its IV: not empty, so not replaced.
+    if (errno == ENOTEMPTY) return Status::FromErrno(EEXIST, "rename " + from);
+    return Errno("rename", from);
   }
 
   // A stream of its own per call (the descriptor may be O_PATH, and calls may overlap); the

@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "sigilfs/core/verity.h"
 #include "sigilfs/crypt/encoding.h"
@@ -229,9 +231,28 @@ Status Volume::RemoveDirectory(BackingDir& dir, const std::string& stored) const
   auto iv = ReadDirIv(*sub);
   if (Status s = sub->Unlink(kDirIvFileName); !s.ok() && s.code() != Code::kNotFound) return s;
   Status s = dir.RemoveDir(stored);
+  // A network store keeps a file removed while still open under a hidden name until it is
+  // closed (NFS's .nfsXXXX, a FUSE store's .fuse_hiddenXXXX): the mount's last close of a file
+  // reaches it a moment after the caller's. A directory holding only those is tried again for
+  // a while before it counts as not empty.
+  for (int waited_ms = 0; s.code() == Code::kNotEmpty && waited_ms < 2000 && OnlyKeptOpen(*sub);
+       waited_ms += 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s = dir.RemoveDir(stored);
+  }
   // Entries made meanwhile, or a failing store: the IV goes back so the directory stays usable.
   if (!s.ok() && iv.ok()) (void)RestoreDirIvFile(*sub, *iv);
   return s;
+}
+
+bool Volume::OnlyKeptOpen(BackingDir& dir) {
+  bool only = true, any = false;
+  (void)dir.List(0, [&](const BackingEntry& e) {
+    any = true;
+    only = e.name.starts_with(".nfs") || e.name.starts_with(".fuse_hidden");
+    return only;
+  });
+  return any && only;
 }
 
 Result<std::string> Volume::StoredName(const DirIv& iv, std::string_view plain) const {

@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,7 +29,14 @@ inline constexpr long kFuseSuperMagic = 0x65735546;
 class MountedVault {
  public:
   // Creates a vault (cheap KDF) and mounts it with `extra` mount arguments.
+  // SIGILFS_TEST_CIPHER_ROOT puts the cipher directory below that directory instead (another
+  // filesystem: the suites on sshfs), removed with the object.
   explicit MountedVault(std::vector<std::string> extra = {}) : extra_(std::move(extra)) {
+    if (const char* root = std::getenv("SIGILFS_TEST_CIPHER_ROOT"); root != nullptr) {
+      std::string templ = std::string(root) + "/vault.XXXXXX";
+      if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp in " + templ);
+      cipher_ = own_cipher_ = templ;
+    }
     std::filesystem::create_directories(cipher());
     std::filesystem::create_directories(plain());
     std::ofstream(passfile()) << "test passphrase\n";
@@ -57,7 +66,11 @@ class MountedVault {
         passfile_(std::move(passfile)) {
     Mount();
   }
-  ~MountedVault() { Unmount(); }
+  ~MountedVault() {
+    Unmount();
+    std::error_code ec;
+    if (!own_cipher_.empty()) std::filesystem::remove_all(own_cipher_, ec);
+  }
   MountedVault(const MountedVault&) = delete;
   MountedVault& operator=(const MountedVault&) = delete;
 
@@ -110,6 +123,13 @@ class MountedVault {
                                        "--passfile",
                                        passfile()};
       args.insert(args.end(), extra_.begin(), extra_.end());
+      // SIGILFS_TEST_MOUNT_ARGS: more arguments for every mount (the suites in shared mode).
+      if (const char* more = std::getenv("SIGILFS_TEST_MOUNT_ARGS");
+          more != nullptr && command_ == "mount") {
+        std::istringstream words(more);
+        for (std::string w; words >> w;)
+          if (std::find(args.begin(), args.end(), w) == args.end()) args.push_back(w);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -194,6 +214,7 @@ class MountedVault {
   std::string command_ = "mount";  // or "reverse"
   std::vector<std::string> extra_;
   std::string cipher_, plain_, passfile_;  // given, or empty for the ones in dir_
+  std::string own_cipher_;                 // made below SIGILFS_TEST_CIPHER_ROOT, removed after
   pid_t pid_ = -1;
 };
 

@@ -136,6 +136,8 @@ class Volume {
  private:
   Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCodec> names,
          std::unique_ptr<PageLayer> pages);
+  // True if `dir` holds nothing but files a network store keeps for descriptors still open.
+  static bool OnlyKeptOpen(BackingDir& dir);
   // The plaintext name of listed entry `stored`, or none: the vault's own entries, and those
   // whose names do not open (passed to `damaged`).
   std::optional<std::string> ListedName(
