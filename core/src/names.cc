@@ -154,7 +154,11 @@ std::string NameCodec::StoredName(std::string_view cipher_name) {
 }
 
 bool NameCodec::IsLongName(std::string_view stored) {
-  return stored.starts_with(kLongNamePrefix) && !stored.ends_with(kLongNameSideSuffix);
+  // The prefix and a base64url SHA-256: not its side file, not a conflict copy of it.
+  constexpr size_t kHashChars = 43;
+  if (!stored.starts_with(kLongNamePrefix)) return false;
+  const std::string_view hash = stored.substr(sizeof(kLongNamePrefix) - 1);
+  return hash.size() == kHashChars && hash.find('.') == std::string_view::npos;
 }
 
 std::string NameCodec::SideFileName(std::string_view stored) {
@@ -163,6 +167,52 @@ std::string NameCodec::SideFileName(std::string_view stored) {
 
 bool NameCodec::IsReserved(std::string_view stored) {
   return stored.find('.') != std::string_view::npos;
+}
+
+namespace {
+constexpr std::string_view kConflictMark = ".sync-conflict-";
+// "YYYYMMDD-HHMMSS-DEVICE": digits, then the device's short id (7 of [A-Z0-9]).
+bool IsConflictStamp(std::string_view s) {
+  constexpr std::string_view kShape = "99999999-999999-XXXXXXX";
+  if (s.size() != kShape.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i], want = kShape[i];
+    const bool ok = want == '-'   ? c == '-'
+                    : want == '9' ? (c >= '0' && c <= '9')
+                                  : ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'));
+    if (!ok) return false;
+  }
+  return true;
+}
+// Where the extension of `name` starts (its last '.'), or its end.
+size_t ExtensionAt(std::string_view name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name.size() : dot;
+}
+}  // namespace
+
+std::optional<NameCodec::ConflictCopy> NameCodec::ParseConflictCopy(std::string_view name) {
+  constexpr size_t kStamp = 23;  // YYYYMMDD-HHMMSS-DEVICE
+  for (size_t at = name.rfind(kConflictMark); at != std::string_view::npos;
+       at = at == 0 ? std::string_view::npos : name.rfind(kConflictMark, at - 1)) {
+    const size_t stamp = at + kConflictMark.size();
+    const size_t end = stamp + kStamp;
+    if (end > name.size() || !IsConflictStamp(name.substr(stamp, kStamp))) continue;
+    // The extension follows, whole: nothing, or a '.' and no other '.'.
+    const std::string_view ext = name.substr(end);
+    if (!ext.empty() && (ext[0] != '.' || ext.find('.', 1) != std::string_view::npos)) continue;
+    ConflictCopy c;
+    c.original = std::string(name.substr(0, at)) + std::string(ext);
+    c.tag = std::string(name.substr(at + 1, end - at - 1));
+    if (c.original.empty() || ConflictCopyName(c.original, c.tag) != name) continue;
+    return c;
+  }
+  return std::nullopt;
+}
+
+std::string NameCodec::ConflictCopyName(std::string_view name, std::string_view tag) {
+  const size_t ext = ExtensionAt(name);
+  return std::string(name.substr(0, ext)) + "." + std::string(tag) + std::string(name.substr(ext));
 }
 
 }  // namespace sigilfs::core

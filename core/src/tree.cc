@@ -117,7 +117,7 @@ Result<Tree::Located> Tree::Locate(std::string_view path) {
 
 Result<std::string> Tree::Stored(const Dir& dir, const EntryName& name) const {
   if (!name.stored_.empty() && name.iv_ == dir.iv()) return name.stored_;
-  return volume_.StoredName(dir.iv(), name.plain());
+  return volume_.StoredNameIn(dir.backing(), dir.iv(), name.plain());
 }
 
 // A backing store's error about an entry, told by the entry's vault path (or, where plaintext
@@ -141,7 +141,7 @@ std::unique_ptr<Tree::Dir> Tree::DirOf(std::shared_ptr<BackingDir> backing, cons
 
 Result<EntryName> Tree::Resolve(const Dir& dir, std::string_view plain) const {
   EntryName name(plain);
-  SIGILFS_ASSIGN_OR_RETURN(name.stored_, volume_.StoredName(dir.iv(), plain));
+  SIGILFS_ASSIGN_OR_RETURN(name.stored_, volume_.StoredNameIn(dir.backing(), dir.iv(), plain));
   name.iv_ = dir.iv();
   return name;
 }

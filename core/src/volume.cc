@@ -274,8 +274,40 @@ void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
   if (NameCodec::IsLongName(stored)) (void)dir.Unlink(NameCodec::SideFileName(stored));
 }
 
+namespace {
+// The entry a synchronizer's conflict copy `stored` was made from, if it is one of an entry a
+// listing shows (not of the vault's own files, whose copies stay hidden).
+std::optional<NameCodec::ConflictCopy> CopyOfEntry(std::string_view stored) {
+  if (!NameCodec::IsReserved(stored)) return std::nullopt;  // no '.': no conflict copy either
+  auto copy = NameCodec::ParseConflictCopy(stored);
+  if (!copy || (NameCodec::IsReserved(copy->original) && !NameCodec::IsLongName(copy->original)))
+    return std::nullopt;
+  return copy;
+}
+}  // namespace
+
+Result<std::string> Volume::StoredNameIn(BackingDir& dir, const DirIv& iv,
+                                         std::string_view plain) const {
+  SIGILFS_ASSIGN_OR_RETURN(std::string stored, StoredName(iv, plain));
+  auto copy = NameCodec::ParseConflictCopy(plain);
+  if (!copy) return stored;
+  auto original = StoredName(iv, copy->original);
+  if (!original.ok()) return stored;
+  std::string conflict = NameCodec::ConflictCopyName(*original, copy->tag);
+  // An entry made under this very name (by a user) comes first; the copy only where it exists.
+  if (dir.Stat(stored).ok() || !dir.Stat(conflict).ok()) return stored;
+  return conflict;
+}
+
 Result<std::string> Volume::PlainName(BackingDir& dir, const DirIv& iv,
                                       const std::string& stored) const {
+  if (auto copy = CopyOfEntry(stored)) {
+    SIGILFS_ASSIGN_OR_RETURN(std::string original, PlainName(dir, iv, copy->original));
+    std::string plain = NameCodec::ConflictCopyName(original, copy->tag);
+    if (plain.size() > kMaxPlainNameLength)
+      return Status(Code::kNameTooLong, "a conflict copy whose name would pass 255 bytes");
+    return plain;
+  }
   std::string cipher = stored;
   if (NameCodec::IsLongName(stored)) {
     SIGILFS_ASSIGN_OR_RETURN(cipher, ReadSmall(dir, NameCodec::SideFileName(stored), 4096));
@@ -292,7 +324,8 @@ Result<std::string> Volume::PlainName(BackingDir& dir, const DirIv& iv,
 std::optional<std::string> Volume::ListedName(
     BackingDir& dir, const DirIv& iv, const std::string& stored,
     const std::function<void(const std::string&, const Status&)>& damaged) const {
-  if (NameCodec::IsReserved(stored) && !NameCodec::IsLongName(stored)) return std::nullopt;
+  if (NameCodec::IsReserved(stored) && !NameCodec::IsLongName(stored) && !CopyOfEntry(stored))
+    return std::nullopt;
   auto plain = PlainName(dir, iv, stored);
   if (!plain.ok()) {
     damaged(stored, plain.status());

@@ -85,6 +85,38 @@ TEST_F(NamesTest, LongNamesAreHashedWithASideFile) {
 namespace sigilfs::core {
 namespace {
 
+TEST(ConflictCopyTest, SyncthingsNamesParseBackToTheirOriginal) {
+  const std::string tag = "sync-conflict-20261204-051500-ABCD7EF";
+  struct Case {
+    std::string original, copy;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"report.txt", "report.sync-conflict-20261204-051500-ABCD7EF.txt"},
+           {"a.b.tar", "a.b.sync-conflict-20261204-051500-ABCD7EF.tar"},
+           {"README", "README.sync-conflict-20261204-051500-ABCD7EF"},
+           {".bashrc", ".sync-conflict-20261204-051500-ABCD7EF.bashrc"},
+           {"Xy-9_aBc", "Xy-9_aBc.sync-conflict-20261204-051500-ABCD7EF"},
+           {"sigilfs.long.h", "sigilfs.long.sync-conflict-20261204-051500-ABCD7EF.h"},
+       }) {
+    EXPECT_EQ(NameCodec::ConflictCopyName(c.original, tag), c.copy);
+    auto parsed = NameCodec::ParseConflictCopy(c.copy);
+    ASSERT_TRUE(parsed.has_value()) << c.copy;
+    EXPECT_EQ(parsed->original, c.original);
+    EXPECT_EQ(parsed->tag, tag);
+  }
+  // Not Syncthing's shape: no copy.
+  for (const char* name :
+       {"report.txt", "x.sync-conflict-2026120-051500-ABCD7EF", "x.sync-conflict-20261204-051500-abcd7ef",
+        "x.sync-conflict-20261204-051500-ABCD7EF.a.b", ".sync-conflict-20261204-051500-ABCD7EF",
+        "x.sync-conflict-20261204-051500-ABCD7EFG"})
+    EXPECT_FALSE(NameCodec::ParseConflictCopy(name).has_value()) << name;
+  // A long stored name is the prefix and a hash, never a copy of one or its side file.
+  const std::string hash(43, 'h');
+  EXPECT_TRUE(NameCodec::IsLongName("sigilfs.long." + hash));
+  EXPECT_FALSE(NameCodec::IsLongName("sigilfs.long." + hash + ".name"));
+  EXPECT_FALSE(NameCodec::IsLongName(NameCodec::ConflictCopyName("sigilfs.long." + hash, tag)));
+}
+
 TEST_F(NamesTest, XattrNamesAreHashedAndValuesSealedToTheirName) {
   auto a = codec_->XattrStoredName("user.comment");
   auto b = codec_->XattrStoredName("user.comment");

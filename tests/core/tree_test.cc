@@ -143,6 +143,48 @@ TEST_P(TreeTest, NamesAreStoredEncryptedAndListBackInEveryKind) {
   EXPECT_EQ(Stored().size(), before.size() - 2);
 }
 
+// A file synchronizer (Syncthing) that finds one file changed on two hosts keeps one and renames
+// the other to a conflict copy, NAME.sync-conflict-DATE-TIME-DEVICE. In the vault that is a
+// stored name with a '.': it lists as the plain name the synchronizer would have given the plain
+// file, reads, and can be renamed over the original to settle the conflict or removed.
+TEST_P(TreeTest, ASynchronizersConflictCopiesListAsReadableFilesWithTheirPlainName) {
+  const std::string tag = "sync-conflict-20261204-051500-ABCD7EF";
+  const std::string long_name = std::string(200, 'L') + ".txt";
+  ASSERT_TRUE(tree_->MakeDir(*root_, "docs", 0755).ok());
+  auto docs = std::move(tree_->OpenDir(*root_, "docs")).value();
+  for (const std::string& name : {std::string("report.txt"), long_name}) {
+    Write(*docs, name, "theirs");
+    // What the synchronizer does: the other host's version lands under the conflict name.
+    auto stored = tree_->Resolve(*docs, name);
+    ASSERT_TRUE(stored.ok());
+    const std::string copy = NameCodec::ConflictCopyName(stored->stored(), tag);
+    ASSERT_TRUE(docs->backing().Rename(stored->stored(), docs->backing(), copy).ok());
+    Write(*docs, name, "mine");
+  }
+  const std::string report_copy = "report." + tag + ".txt";
+  const std::string long_copy = std::string(200, 'L') + "." + tag + ".txt";
+  EXPECT_EQ(Names(*docs), (std::vector<std::string>{long_copy, std::string(200, 'L') + ".txt",
+                                                    report_copy, "report.txt"}));
+  EXPECT_EQ(Read(*docs, report_copy), "theirs");
+  EXPECT_EQ(Read(*docs, "report.txt"), "mine");
+  EXPECT_EQ(Read(*docs, long_copy), "theirs");
+  // A conflict copy of the vault's own files (a directory's IV) is no entry.
+  ASSERT_TRUE(docs->backing()
+                  .Link(kDirIvFileName, docs->backing(),
+                        NameCodec::ConflictCopyName(kDirIvFileName, tag))
+                  .ok());
+  EXPECT_EQ(Names(*docs).size(), 4u);
+  // Settled: the copy renamed over the original, and the other removed.
+  ASSERT_TRUE(tree_->Rename(*docs, report_copy, *docs, "report.txt").ok());
+  ASSERT_TRUE(tree_->Unlink(*docs, long_copy).ok());
+  EXPECT_EQ(Names(*docs), (std::vector<std::string>{long_name, "report.txt"}));
+  EXPECT_EQ(Read(*docs, "report.txt"), "theirs");
+  // A user's own file of such a name is an ordinary entry, and comes first.
+  Write(*docs, "notes." + tag + ".md", "a file named so");
+  EXPECT_EQ(Read(*docs, "notes." + tag + ".md"), "a file named so");
+  EXPECT_EQ(Names(*docs).size(), 3u);
+}
+
 TEST_P(TreeTest, AFailedFinishRemovesTheNewEntryWithWhatBelongsToIt) {
   const std::string long_name(240, 'f');
   const std::vector<std::string> before = Stored();

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,18 @@ class NameCodec {
   static std::string SideFileName(std::string_view stored);
   // True for the vault's own entries (IV files, long-name side files, config): never listed.
   static bool IsReserved(std::string_view stored);
+
+  // Conflict copies of a file synchronizer (Syncthing): when two hosts changed one file, it
+  // keeps one as NAME and renames the other to STEM.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.EXT,
+  // EXT being NAME's last '.' onwards (none without a '.'), STEM the rest. `tag` is the
+  // "sync-conflict-..." part, `original` the NAME it was made from.
+  struct ConflictCopy {
+    std::string original;
+    std::string tag;
+  };
+  static std::optional<ConflictCopy> ParseConflictCopy(std::string_view name);
+  // The conflict copy's name for `name` and `tag`, made as the synchronizer makes it.
+  static std::string ConflictCopyName(std::string_view name, std::string_view tag);
 
  private:
   NameCodec(std::unique_ptr<crypt::AesSiv> siv, uint64_t handle_salt)

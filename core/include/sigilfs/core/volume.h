@@ -80,6 +80,10 @@ class Volume {
 
   // The stored name of `plain` in a directory with IV `iv`.
   Result<std::string> StoredName(const DirIv& iv, std::string_view plain) const;
+  // The name entry `plain` of `dir` has there: StoredName, or, for the plain name a listing
+  // gives a synchronizer's conflict copy (NameCodec::ParseConflictCopy), that copy's name where
+  // it exists and nothing holds the name itself (docs/design.md, "Synced folders").
+  Result<std::string> StoredNameIn(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
   // For a long stored name, writes its side file (before the entry is created); no-op otherwise.
   Status PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
   // Removes the side file of a long stored name (after its entry is gone); no-op otherwise.
