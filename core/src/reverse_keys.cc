@@ -33,6 +33,14 @@ DirIv ReverseKeys::DirIvOf(std::string_view path) const {
   return iv;
 }
 
+DirIv ReverseKeys::DirIvOfEntry(const DirIv& parent, std::string_view stored) const {
+  const crypt::Sha256Digest mac =
+      mac_.Mac({Label(std::string_view("shared-dir-iv\0", 14)), parent, AsBytes(stored)});
+  DirIv iv;
+  std::copy_n(mac.begin(), iv.size(), iv.begin());
+  return iv;
+}
+
 FileNonce ReverseKeys::FileNonceOf(std::string_view path) const {
   const crypt::Sha256Digest mac = mac_.Mac({Label(std::string_view("file\0", 5)), AsBytes(path)});
   FileNonce nonce;

@@ -94,11 +94,21 @@ Result<std::unique_ptr<Volume>> Volume::Open(std::unique_ptr<Vault> vault, Volum
     ::close(fd);
     return names.status();
   }
+  std::unique_ptr<ReverseKeys> derived;
+  if (options.pages.shared) {
+    auto keys = ReverseKeys::FromSubkey(vault->keys().reverse.span());
+    if (!keys.ok()) {
+      ::close(fd);
+      return keys.status();
+    }
+    derived = std::move(keys).value();
+  }
   auto pages = std::make_unique<PageLayer>(vault->config().cipher, vault->keys().content.span(),
                                            options.pages);
   std::unique_ptr<Volume> volume(
       new Volume(std::move(vault), fd, std::move(names).value(), std::move(pages)));
   volume->root_ = BorrowPosixBackingDir(fd);
+  volume->derived_ = std::move(derived);
   volume->ordered_metadata_ = OrdersMetadata(fd);
   return volume;
 }
@@ -177,7 +187,10 @@ Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view 
     s = sub.status();
     if (s.ok()) {
       DirIv child;
-      crypt::RandomBytes(child);
+      if (derived_)
+        child = derived_->DirIvOfEntry(iv, stored);
+      else
+        crypt::RandomBytes(child);
       const bool in_attr = (*sub)->SetXattr("", kDirIvAttrName, child, XATTR_CREATE).ok();
       s = WriteNew(**sub, kDirIvFileName, child, /*durable=*/!(in_attr && ordered_metadata_));
       if (s.ok()) s = (*sub)->SetMode("", mode & 07777);

@@ -106,9 +106,9 @@ TEST(ConflictCopyTest, SyncthingsNamesParseBackToTheirOriginal) {
   }
   // Not Syncthing's shape: no copy.
   for (const char* name :
-       {"report.txt", "x.sync-conflict-2026120-051500-ABCD7EF", "x.sync-conflict-20261204-051500-abcd7ef",
-        "x.sync-conflict-20261204-051500-ABCD7EF.a.b", ".sync-conflict-20261204-051500-ABCD7EF",
-        "x.sync-conflict-20261204-051500-ABCD7EFG"})
+       {"report.txt", "x.sync-conflict-2026120-051500-ABCD7EF",
+        "x.sync-conflict-20261204-051500-abcd7ef", "x.sync-conflict-20261204-051500-ABCD7EF.a.b",
+        ".sync-conflict-20261204-051500-ABCD7EF", "x.sync-conflict-20261204-051500-ABCD7EFG"})
     EXPECT_FALSE(NameCodec::ParseConflictCopy(name).has_value()) << name;
   // A long stored name is the prefix and a hash, never a copy of one or its side file.
   const std::string hash(43, 'h');

@@ -278,7 +278,8 @@ TEST_F(ReverseViewTest, TheSameTreeIsTheSameBytesAndAChangedPageChangesOneUnit) 
     size_t lo = 0, hi = text.size();
     while (lo < hi && text[lo] == second.at(path)[lo]) ++lo;
     while (hi > lo && text[hi - 1] == second.at(path)[hi - 1]) --hi;
-    EXPECT_LE(hi - lo, 4096u + 28u) << path << " lo " << lo << " hi " << hi << " size " << text.size();  // within one unit (nonce, page, tag)
+    EXPECT_LE(hi - lo, 4096u + 28u) << path << " lo " << lo << " hi " << hi << " size "
+                                    << text.size();  // within one unit (nonce, page, tag)
   }
   EXPECT_EQ(changed_entries, 2u);  // the file, under both of its names
 }

@@ -169,10 +169,10 @@ TEST_P(TreeTest, ASynchronizersConflictCopiesListAsReadableFilesWithTheirPlainNa
   EXPECT_EQ(Read(*docs, "report.txt"), "mine");
   EXPECT_EQ(Read(*docs, long_copy), "theirs");
   // A conflict copy of the vault's own files (a directory's IV) is no entry.
-  ASSERT_TRUE(docs->backing()
-                  .Link(kDirIvFileName, docs->backing(),
-                        NameCodec::ConflictCopyName(kDirIvFileName, tag))
-                  .ok());
+  ASSERT_TRUE(
+      docs->backing()
+          .Link(kDirIvFileName, docs->backing(), NameCodec::ConflictCopyName(kDirIvFileName, tag))
+          .ok());
   EXPECT_EQ(Names(*docs).size(), 4u);
   // Settled: the copy renamed over the original, and the other removed.
   ASSERT_TRUE(tree_->Rename(*docs, report_copy, *docs, "report.txt").ok());

@@ -151,4 +151,44 @@ TEST_P(VolumeDirTest, AListingShowsNamesOnlyAndReportsWhatDoesNotOpen) {
 SIGILFS_INSTANTIATE_FOR_STORES(VolumeDirTest);
 
 }  // namespace
+// A shared mount derives a new directory's IV from its parent's and its name: the same directory
+// made twice (on two hosts before they sync) has the same IV, so a synchronizer finds no two
+// versions of it. An unshared mount draws it at random.
+TEST(VolumeSharedTest, ASharedVolumeDerivesNewDirectoryIvsFromTheirPlace) {
+  test::TempDir temp;
+  VolumeOptions shared;
+  shared.pages.shared = true;
+  auto volume = test::NewTestVolume((temp.path() / "vault").string(), shared);
+  auto root = std::move(OpenPosixBackingDir((temp.path() / "vault").string())).value();
+  const DirIv parent = std::move(volume->ReadDirIv(*root)).value();
+  auto iv_of = [&](const std::string& plain) {
+    const std::string stored = std::move(volume->StoredName(parent, plain)).value();
+    auto dir = std::move(root->OpenDir(stored)).value();
+    return std::move(volume->ReadDirIv(*dir)).value();
+  };
+  ASSERT_TRUE(volume->MakeDirectory(*root, parent, "photos", 0755).ok());
+  const DirIv first = iv_of("photos");
+  ASSERT_TRUE(volume->RemoveDirectory(*root, *volume->StoredName(parent, "photos")).ok());
+  ASSERT_TRUE(volume->MakeDirectory(*root, parent, "photos", 0755).ok());
+  EXPECT_EQ(iv_of("photos"), first);
+  ASSERT_TRUE(volume->MakeDirectory(*root, parent, "music", 0755).ok());
+  EXPECT_NE(iv_of("music"), first);
+  auto keys = std::move(ReverseKeys::FromSubkey(volume->vault().keys().reverse.span())).value();
+  EXPECT_EQ(first, keys->DirIvOfEntry(parent, *volume->StoredName(parent, "photos")));
+
+  auto unshared = test::NewTestVolume((temp.path() / "other").string());
+  auto other = std::move(OpenPosixBackingDir((temp.path() / "other").string())).value();
+  const DirIv other_parent = std::move(unshared->ReadDirIv(*other)).value();
+  std::set<std::vector<uint8_t>> ivs;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(unshared->MakeDirectory(*other, other_parent, "photos", 0755).ok());
+    const std::string stored = *unshared->StoredName(other_parent, "photos");
+    auto dir = std::move(other->OpenDir(stored)).value();
+    const DirIv iv = std::move(unshared->ReadDirIv(*dir)).value();
+    ivs.insert(std::vector<uint8_t>(iv.begin(), iv.end()));
+    ASSERT_TRUE(unshared->RemoveDirectory(*other, stored).ok());
+  }
+  EXPECT_EQ(ivs.size(), 2u);
+}
+
 }  // namespace sigilfs::core

@@ -41,7 +41,8 @@ inline void PrintTo(Store s, std::ostream* os) { *os << (s == Store::kPosix ? "P
       ::sigilfs::test::StoreName)
 
 // A vault made at `dir` with the test KDF, unlocked and opened as a volume.
-inline std::unique_ptr<core::Volume> NewTestVolume(const std::string& dir) {
+inline std::unique_ptr<core::Volume> NewTestVolume(const std::string& dir,
+                                                   core::VolumeOptions options = {}) {
   const auto bytes = [](std::string_view s) {
     return ByteSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   };
@@ -51,7 +52,7 @@ inline std::unique_ptr<core::Volume> NewTestVolume(const std::string& dir) {
     throw std::runtime_error(s.ToString());
   auto vault = core::Vault::Unlock(dir, bytes("pass"));
   if (!vault.ok()) throw std::runtime_error(vault.status().ToString());
-  auto volume = core::Volume::Open(std::move(vault).value(), {});
+  auto volume = core::Volume::Open(std::move(vault).value(), options);
   if (!volume.ok()) throw std::runtime_error(volume.status().ToString());
   return std::move(volume).value();
 }

@@ -1,7 +1,8 @@
 // Reverse mode's derivations: what the forward format draws at random (directory IVs, file
 // nonces, unit nonces) derived instead from a subkey of the master key, the entry's place and,
 // for what seals data, the data itself, so that the same plain tree gives the same vault bytes
-// every time. Readers need none of it: a vault written this way opens as any other.
+// every time. Readers need none of it: a vault written this way opens as any other. Shared
+// mounts draw their new directories' IVs from it as well (DirIvOfEntry).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,10 @@ class ReverseKeys {
 
   // A directory's IV, from its plain path below the tree's root ("" for the root).
   DirIv DirIvOf(std::string_view path) const;
+  // The IV of a new directory made by a shared mount (`mount --shared`), from its parent's IV
+  // and its stored name: two hosts that make the same directory before they sync write the same
+  // IV, so a synchronizer never has two of one directory's IV (docs/design.md, "Synced folders").
+  DirIv DirIvOfEntry(const DirIv& parent, std::string_view stored) const;
   // A regular file's header nonce, from its plain path: the same file keeps its nonce (and so
   // its unchanged pages their bytes) while it changes.
   FileNonce FileNonceOf(std::string_view path) const;

@@ -13,6 +13,7 @@
 #include "sigilfs/core/backing_dir.h"
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/page_layer.h"
+#include "sigilfs/core/reverse_keys.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/status.h"
 
@@ -157,6 +158,8 @@ class Volume {
   bool ordered_metadata_ = false;
   std::unique_ptr<NameCodec> names_;
   std::unique_ptr<PageLayer> pages_;
+  // Shared mode: new directories' IVs derived, not drawn (ReverseKeys::DirIvOfEntry).
+  std::unique_ptr<ReverseKeys> derived_;
 };
 
 }  // namespace sigilfs::core
