@@ -84,7 +84,12 @@ def write_summary(path, ctx, results, systems, charts):
     names = [s.name for s in systems]
     keys = results.keys()
     shared = [k for k in keys
-              if results.groups[k[0]].only is None and not results.groups[k[0]].reverse]
+              if results.groups[k[0]].only is None and not results.groups[k[0]].reverse
+              and not results.groups[k[0]].shared]
+    # Vaults over sshfs, each system mounted as usual and in its mode for several hosts.
+    several = [k for k in keys if results.groups[k[0]].shared]
+    several_names = [n for s in systems if s.shared_variant
+                     for n in (s.name, s.shared_variant[0])]
     only = [k for k in keys if results.groups[k[0]].only is not None]
     # Backups through an encrypted view: only the systems that have one.
     reverse = [k for k in keys if results.groups[k[0]].reverse]
@@ -135,6 +140,13 @@ def write_summary(path, ctx, results, systems, charts):
         rows = [[w, m, u] + [cell(results.values(n, (w, m, u))) for n in reverse_names]
                 for w, m, u in reverse]
         out.append(table(["workload", "metric", "unit"] + reverse_names, rows, 3))
+    if several and several_names:
+        out += ["", "## A vault on shared storage (sshfs)", "",
+                "The cipher directory on sshfs (an sshd on 127.0.0.1, `-o dir_cache=no`), each "
+                "system mounted as usual and in its mode for vaults that several hosts use.", ""]
+        rows = [[w, m, u] + [cell(results.values(n, (w, m, u))) for n in several_names]
+                for w, m, u in several]
+        out.append(table(["workload", "metric", "unit"] + several_names, rows, 3))
     if only:
         out += ["", "## sigilfs only", ""]
         rows = [[w, m, u, cell(results.values("sigilfs", (w, m, u)))] for w, m, u in only]
@@ -156,7 +168,8 @@ def _chart_title(workload, unit):
 
 def write_charts(out_dir, results, systems):
     """One PNG bar chart per workload (gnuplot); returns the chart names that were drawn."""
-    names = [s.name for s in systems]
+    names = [n for s in systems
+             for n in ((s.name, s.shared_variant[0]) if s.shared_variant else (s.name,))]
     source_dir = os.path.join(out_dir, "gnuplot")
     os.makedirs(source_dir, exist_ok=True)
     drawn = []

@@ -2,6 +2,7 @@
 import contextlib
 import os
 import re
+import socket
 import subprocess
 import time
 
@@ -77,7 +78,11 @@ class System:
     def unmount_command(self, mnt):
         return ["fusermount3", "-u", mnt]
 
-    def mount(self, base):
+    # Its mode for vaults that several hosts use at once (the "shared" group): the name it is
+    # reported under, where its flags go in the daemon's command line, and the flags.
+    shared_variant = None
+
+    def mount(self, base, variant=None):
         """Creates a fresh vault under base and mounts it; returns the plaintext directory.
 
         Daemons run in the foreground as our children so that unmount() can wait for them to
@@ -88,7 +93,11 @@ class System:
         os.makedirs(cipher)
         os.makedirs(mnt)
         self.create(cipher)
-        return self._serve(base, mnt, *self.daemon_command(cipher, mnt))
+        argv, stdin_text, env = self.daemon_command(cipher, mnt)
+        if variant is not None:
+            _, at, flags = variant
+            argv = argv[:at] + list(flags) + argv[at:]
+        return self._serve(base, mnt, argv, stdin_text, env)
 
     # Reverse mode: an encrypted, read-only view of a plain directory (systems that have one).
     reverse = False
@@ -276,6 +285,7 @@ class Sigilfs(System):
     def unmount_command(self, mnt):
         return [self.ctx.sigilfs, "unmount", mnt]
 
+    shared_variant = ("sigilfs --shared", 2, ["--shared"])
     reverse = True
 
     def create_reverse(self, plain):
@@ -304,6 +314,8 @@ class Gocryptfs(System):
     def daemon_command(self, cipher, mnt):
         return (["gocryptfs", "-fg", "-q", "-nosyslog", "-extpass", f"echo {PASSPHRASE}",
                  cipher, mnt], None, None)
+
+    shared_variant = ("gocryptfs -sharedstorage", 1, ["-sharedstorage"])
 
     reverse = True
 
@@ -381,12 +393,12 @@ NAMES = [cls.name for cls in ALL]
 
 
 @contextlib.contextmanager
-def mounted(system, base):
+def mounted(system, base, variant=None):
     """A fresh vault of system mounted under base; unmounted and deleted however the block ends."""
     remove_tree(base)
     os.makedirs(base)
     try:
-        yield system.mount(base)
+        yield system.mount(base, variant)
     finally:
         with signals_deferred():
             try:
@@ -414,3 +426,54 @@ def unmount_all():
             system.unmount()
         except Exception as e:  # noqa: BLE001 - cleanup must go on to the next mount
             log(f"{system.name}: unmount failed: {e}")
+
+
+@contextlib.contextmanager
+def sshfs_store(scratch):
+    """A directory reached over sshfs, as a vault on another machine is: an sshd of its own on
+    127.0.0.1 (a free port, throw-away keys) and sshfs without its directory cache (README,
+    "Several machines"); both gone however the block ends."""
+    home = os.path.join(scratch, "sshfs")
+    remove_tree(home)
+    export, mnt = os.path.join(home, "export"), os.path.join(home, "mnt")
+    os.makedirs(export)
+    os.makedirs(mnt)
+    os.makedirs("/run/sshd", exist_ok=True)
+    for key in ("host_key", "client_key"):
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(home, key)])
+    with open(os.path.join(home, "client_key.pub")) as f, \
+            open(os.path.join(home, "authorized_keys"), "w") as out:
+        out.write(f.read())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = os.path.join(home, "sshd_config")
+    with open(config, "w") as f:
+        f.write(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {home}/host_key\n"
+                f"AuthorizedKeysFile {home}/authorized_keys\nPidFile none\nStrictModes no\n"
+                "UsePAM no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                "Subsystem sftp internal-sftp\n")
+    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", config],
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    mounted_store = False
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline or sshd.poll() is not None:
+                raise StepError("sshd did not start")
+            time.sleep(0.05)
+        run(["sshfs", "-p", str(port), "-o", f"IdentityFile={home}/client_key", "-o",
+             "StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,BatchMode=yes,"
+             "LogLevel=ERROR,dir_cache=no", f"root@127.0.0.1:{export}", mnt])
+        mounted_store = True
+        yield mnt
+    finally:
+        with signals_deferred():
+            if mounted_store:
+                subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
+            sshd.terminate()
+            sshd.wait()
+            remove_tree(home)

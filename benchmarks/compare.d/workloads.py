@@ -13,14 +13,18 @@ MODIFY_EVERY = 33
 class Group:
     """A set of measurements made on one fresh mount of one system."""
 
-    def __init__(self, name, function, only=None, reverse=False):
+    def __init__(self, name, function, only=None, reverse=False, shared=False):
         self.name = name
         self.function = function
         self.only = only          # the systems it applies to (None: all)
         self.reverse = reverse    # runs on an encrypted view of a plain tree, not on a vault
+        # Runs on a vault over sshfs, each system mounted as usual and in its shared mode.
+        self.shared = shared
 
     def applies(self, system):
         if self.reverse and not system.reverse:
+            return False
+        if self.shared and system.shared_variant is None:
             return False
         return self.only is None or system.name in self.only
 
@@ -127,6 +131,16 @@ def tree(ctx, system, mnt, emit):
     emit("tree", "rm -rf", "s", timed(["rm", "-rf", dest], settle=True))
 
 
+def shared(ctx, system, mnt, emit):
+    """A tree copied into a vault whose cipher directory is on sshfs, and tarred out cold."""
+    dest = os.path.join(mnt, "tree")
+    warm(ctx.tree)
+    emit("shared", "cp -a in (sshfs)", "s", timed(["cp", "-a", ctx.tree, dest], settle=True))
+    drop_caches()
+    tar_out = pipeline(f"tar -cf - -C {quote(mnt)} tree | cat >/dev/null")
+    emit("shared", "tar out (sshfs, cold)", "s", timed(tar_out))
+
+
 # Files whose modification time the incremental backup step moves (as a day's edits would).
 BACKUP_TOUCHED = 10
 
@@ -190,6 +204,7 @@ GROUPS = [
     Group("tree", tree),
     Group("verity", verity, only={"sigilfs"}),
     Group("backup", backup, reverse=True),
+    Group("shared", shared, shared=True),
 ]
 GROUP_NAMES = [g.name for g in GROUPS]
 
