@@ -1242,9 +1242,18 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
       }
     }
     if ((to_set & (kSetUid | kSetGid)) != 0) {
-      SIGILFS_RETURN_IF_ERROR(
-          object->SetOwner("", (to_set & kSetUid) ? attr.st_uid : static_cast<uid_t>(-1),
-                           (to_set & kSetGid) ? attr.st_gid : static_cast<gid_t>(-1)));
+      const uid_t uid = (to_set & kSetUid) ? attr.st_uid : static_cast<uid_t>(-1);
+      const gid_t gid = (to_set & kSetGid) ? attr.st_gid : static_cast<gid_t>(-1);
+      // A symlink given the owner it has (cp -a, tar) is left as it is: a store that cannot
+      // change a symlink's owner (sshfs's chown follows the link) still takes the copy. A file
+      // is changed all the same, for what a chown clears.
+      bool unchanged = false;
+      if (S_ISLNK(inode.type)) {
+        auto st = object->Stat("");
+        unchanged = st.ok() && (uid == static_cast<uid_t>(-1) || uid == st->st_uid) &&
+                    (gid == static_cast<gid_t>(-1) || gid == st->st_gid);
+      }
+      if (!unchanged) SIGILFS_RETURN_IF_ERROR(object->SetOwner("", uid, gid));
     }
     if ((to_set & (kSetAtime | kSetMtime)) != 0) {
       struct timespec ts[2];
