@@ -284,7 +284,16 @@ Status Volume::PrepareName(BackingDir& dir, const DirIv& iv, std::string_view pl
 }
 
 void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
-  if (NameCodec::IsLongName(stored)) (void)dir.Unlink(NameCodec::SideFileName(stored));
+  if (!NameCodec::IsLongName(stored)) return;
+  // Another process (a shared mount on another host) may make an entry of this name at any
+  // moment, and its side file is that entry's too: the file stays while an entry holds the
+  // name, and comes back if one appeared while it went. (The creator's own look after its
+  // create, which would close the rest of the window, is not made yet: docs/status.md.)
+  const std::string side = NameCodec::SideFileName(stored);
+  auto text = ReadSmall(dir, side, 4096);
+  if (dir.Stat(stored).ok()) return;
+  (void)dir.Unlink(side);
+  if (text.ok() && dir.Stat(stored).ok()) (void)WriteNew(dir, side, AsBytes(*text), true);
 }
 
 namespace {
