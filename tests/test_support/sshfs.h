@@ -32,7 +32,9 @@ inline bool SshfsAvailable() {
 
 class SshfsStore {
  public:
-  SshfsStore() {
+  // `dir_cache`: sshfs's own cache of names and attributes (20 s), coherent for the mounts of
+  // this one host; several hosts turn it off (README, "Several machines").
+  explicit SshfsStore(bool dir_cache = true) {
     namespace fs = std::filesystem;
     fs::create_directories(export_dir());
     fs::create_directories(mount_dir());
@@ -73,9 +75,9 @@ class SshfsStore {
     const std::string identity = "IdentityFile=" + (dir_.path() / "client_key").string();
     ProcessResult r = RunProcess(
         {"/usr/bin/sshfs", "-p", std::to_string(port_), "-o", identity, "-o",
-         // sshfs's own options: its directory cache is coherent for the mounts of this one
-         // host (several hosts turn it off: README, "Several machines").
-         "StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,BatchMode=yes,LogLevel=ERROR",
+         std::string("StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,BatchMode=yes,"
+                     "LogLevel=ERROR") +
+             (dir_cache ? "" : ",dir_cache=no"),
          "root@127.0.0.1:" + export_dir(), mount_dir()});
     if (r.exit_code != 0) {
       Stop();
