@@ -166,6 +166,37 @@ TEST_P(SharedContentsTest, ALockThatFailsFailsTheCallAndChangesNothing) {
   EXPECT_EQ(ReadAll(**f), Pattern(5000, 9));
 }
 
+// A write that the store refuses (a full disk) fails, and the file is as it was for this
+// process and for the others: nothing of it stays cached or half-stored in the view of either.
+TEST_P(SharedContentsTest, AWriteTheStoreRefusesChangesNothing) {
+  Process a(key_, true), b(key_, true);
+  auto faulty = std::make_unique<FaultyBackingFile>(backend_.Open("f"), FaultPlan{});
+  FaultyBackingFile* fault = faulty.get();
+  auto fa = std::move(a.layer->Open(std::move(faulty), "f")).value();
+  const auto before = Pattern(3 * kPageSize + 100, 11);
+  WriteAll(*fa, 0, before);
+  auto fb = Open(b, "f");
+  ASSERT_NE(fb, nullptr);
+  const auto stored = backend_.Raw("f");
+  FaultPlan full;
+  full.write_budget = 0;  // every byte that grows or changes the file fails with ENOSPC
+  fault->set_plan(full);
+  for (uint64_t offset : {uint64_t{10}, uint64_t{kPageSize}, uint64_t{3 * kPageSize + 50}}) {
+    auto n = fa->Write(offset, Pattern(kPageSize, 12));
+    ASSERT_FALSE(n.ok()) << offset;
+    EXPECT_EQ(n.status().sys_errno(), ENOSPC);
+    EXPECT_EQ(backend_.Raw("f"), stored) << "nothing stored, at " << offset;
+    EXPECT_EQ(ReadAll(*fa), before) << "as stored, for the writer";
+    EXPECT_EQ(ReadAll(*fb), before) << "and for the others";
+  }
+  fault->set_plan(FaultPlan{});
+  WriteAll(*fa, 10, Pattern(20, 13));  // and it takes writes again
+  auto after = before;
+  const auto patch = Pattern(20, 13);
+  std::copy(patch.begin(), patch.end(), after.begin() + 10);
+  EXPECT_EQ(ReadAll(*fb), after);
+}
+
 // The checker: processes write 512-byte records into slots of shared pages (each slot owned by
 // one writer, so neighbours in a page belong to others), append records to a shared log, and
 // read slots back, all at once. Every read must be a whole record of that slot, never older

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "test_support/ports.h"
 #include "test_support/process.h"
 #include "test_support/temp_dir.h"
 
@@ -45,7 +46,7 @@ class SshfsStore {
             "ssh-keygen");
     }
     fs::copy_file(dir_.path() / "client_key.pub", dir_.path() / "authorized_keys");
-    port_ = FreePort();
+    port_ = FreeLoopbackPort();
     std::ofstream(dir_.path() / "sshd_config")
         << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey "
         << (dir_.path() / "host_key").string() << "\nAuthorizedKeysFile "
@@ -96,19 +97,6 @@ class SshfsStore {
  private:
   static void Check(const ProcessResult& r, const std::string& what) {
     if (r.exit_code != 0) throw std::runtime_error(what + " failed: " + r.err);
-  }
-  // A port nothing listens on now (the kernel picks it; sshd binds it a moment later).
-  static int FreePort() {
-    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("no free port");
-    ::close(s);
-    return ntohs(a.sin_port);
   }
   bool Listening() const {
     const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "test_support/ports.h"
 #include "test_support/process.h"
 #include "test_support/temp_dir.h"
 
@@ -41,8 +42,8 @@ class SyncthingPair {
       if (r.exit_code != 0 || at == std::string::npos)
         throw std::runtime_error("syncthing generate failed: " + text);
       ids_[i] = text.substr(at + 11, 63);
-      ports_[i] = FreePort();
-      gui_ports_[i] = FreePort();
+      ports_[i] = FreeLoopbackPort();
+      gui_ports_[i] = FreeLoopbackPort();
     }
     for (int i = 0; i < 2; ++i) WriteConfig(i);
     for (int i = 0; i < 2; ++i) Start(i);
@@ -96,19 +97,6 @@ class SyncthingPair {
 
  private:
   std::string Home(int i) const { return (dir_.path() / ("home" + std::to_string(i))).string(); }
-
-  static int FreePort() {
-    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("no free port");
-    ::close(s);
-    return ntohs(a.sin_port);
-  }
 
   // Both devices, one folder shared between them, scanned every second and watched; nothing
   // that would reach past 127.0.0.1.
