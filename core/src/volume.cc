@@ -285,11 +285,16 @@ Status Volume::PrepareName(BackingDir& dir, const DirIv& iv, std::string_view pl
 
 void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
   if (!NameCodec::IsLongName(stored)) return;
-  // Another process (a shared mount on another host) may make an entry of this name at any
-  // moment, and its side file is that entry's too: the file stays while an entry holds the
+  const std::string side = NameCodec::SideFileName(stored);
+  // One mount: the tree's long-name locks keep a create of this name away; nothing to look at.
+  if (!derived_) {
+    (void)dir.Unlink(side);
+    return;
+  }
+  // Shared mode: another process (a mount on another host) may make an entry of this name at
+  // any moment, and its side file is that entry's too: the file stays while an entry holds the
   // name, and comes back if one appeared while it went. (The creator's own look after its
   // create, which would close the rest of the window, is not made yet: docs/status.md.)
-  const std::string side = NameCodec::SideFileName(stored);
   auto text = ReadSmall(dir, side, 4096);
   if (dir.Stat(stored).ok()) return;
   (void)dir.Unlink(side);
