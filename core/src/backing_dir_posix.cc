@@ -1,9 +1,11 @@
 // BackingDir on a real filesystem: one descriptor per directory and the *at system calls.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -419,6 +421,16 @@ class PosixBackingDir final : public BackingDir {
     struct statvfs fs;
     if (::fstatvfs(fd_, &fs) != 0) return Errno("statfs", ".");
     return fs;
+  }
+
+  // A FUSE store's inode numbers are whatever its daemon gives; high-level libfuse daemons
+  // (sshfs among them) give a new one each time the kernel looks an object up again after it
+  // was forgotten. SMB gives its own when the server has none.
+  bool KeepsInodeNumbers() override {
+    struct statfs fs;
+    if (::fstatfs(fd_, &fs) != 0) return true;
+    return fs.f_type != FUSE_SUPER_MAGIC && fs.f_type != CIFS_SUPER_MAGIC &&
+           fs.f_type != SMB2_SUPER_MAGIC;
   }
 
   Status Sync() override {

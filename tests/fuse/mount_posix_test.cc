@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
 #include "test_support/requirements.h"
 #include "test_support/syscall_assert.h"
@@ -1247,6 +1248,41 @@ TEST_F(MountPosixTest, StatvfsReportsASize) {
   ASSERT_TRUE(Ok(::fstatvfs(fd.get(), &sv)));
   EXPECT_GT(sv.f_bsize, 0u);
   EXPECT_GT(sv.f_blocks, 0u);
+}
+
+// The kernel drops the inodes nobody uses (memory pressure; here drop_caches) while it keeps the
+// mount's nodes held by descriptors. A store that numbers its inodes afresh when they come back
+// (sshfs and other FUSE stores) must not make those nodes unreachable; on the others this holds
+// anyway.
+TEST_F(MountPosixTest, NodesStayUsableWhenTheKernelDropsItsCaches) {
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS(test::CanDropKernelCaches(), "dropping the kernel's caches needs root");
+  ASSERT_TRUE(Ok(::mkdir(P("d").c_str(), 0755)));
+  ASSERT_TRUE(WriteFile(P("d/f"), "kept"));
+  Fd dir(::open(P("d").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  Fd file(::open(P("d/f").c_str(), O_PATH | O_CLOEXEC));
+  ASSERT_TRUE(Ok(dir.get()));
+  ASSERT_TRUE(Ok(file.get()));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    test::DropKernelCaches();
+    struct stat st;
+    ASSERT_TRUE(Ok(::fstat(file.get(), &st)));
+    EXPECT_EQ(st.st_size, 4);
+    ASSERT_TRUE(Ok(::fstat(dir.get(), &st)));
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    const char* from = round == 0 ? "f" : "g";
+    const char* to = round == 0 ? "g" : "f";
+    ASSERT_TRUE(Ok(::renameat(dir.get(), from, dir.get(), to)));
+    EXPECT_TRUE(HasContent(P(std::string("d/") + to), "kept"));
+    test::DropKernelCaches();
+    Fd made(::openat(dir.get(), round == 0 ? "new0" : "new1", O_CREAT | O_EXCL | O_WRONLY, 0644));
+    EXPECT_TRUE(Ok(made.get()));
+  }
+  test::DropKernelCaches();
+  ASSERT_TRUE(Ok(::rename(P("d").c_str(), P("e").c_str())));
+  EXPECT_TRUE(HasContent(P("e/f"), "kept"));
+  EXPECT_THAT(List("e"), UnorderedElementsAreArray({".", "..", "f", "new0", "new1"}));
 }
 
 }  // namespace

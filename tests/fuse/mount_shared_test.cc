@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
 #include "test_support/process.h"
@@ -211,7 +212,7 @@ bool SlotSeq(const std::string& bytes, uint32_t slot, uint32_t owner, uint32_t& 
 
 struct CheckerCounts {
   std::atomic<uint64_t> slot_writes{0}, slot_reads{0}, appends{0}, creates{0}, renames{0},
-      removes{0}, bytes_checked{0};
+      removes{0}, bytes_checked{0}, cache_drops{0};
 };
 
 void RunChecker(size_t mounts) {
@@ -306,10 +307,23 @@ void RunChecker(size_t mounts) {
     ::close(fd);
   };
 
+  // Names are reached through descriptors of the two directories held all along, as a shell's
+  // working directory is: the mount's nodes of them stay while the store's may be dropped.
   auto names = [&](uint32_t w) {
     std::mt19937 rng(seed * 3 + w);
     uint32_t next = 0;
     auto& mine = files[w];
+    std::map<std::string, int> dirs;
+    for (const char* d : {"x", "y"}) {
+      dirs[d] = ::open(m[w].path(d).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dirs[d] < 0) return fail("open " + std::string(d));
+    }
+    struct Closer {
+      std::map<std::string, int>& fds;
+      ~Closer() {
+        for (auto& [d, fd] : fds) ::close(fd);
+      }
+    } closer{dirs};
     while (!failed && std::chrono::steady_clock::now() < deadline) {
       const int op = static_cast<int>(rng() % 4);
       if (op < 2 || mine.empty()) {
@@ -317,8 +331,7 @@ void RunChecker(size_t mounts) {
         const std::string dir = rng() % 2 == 0 ? "x" : "y";
         const uint32_t content = static_cast<uint32_t>(rng());
         const auto bytes = Pattern(100 + content % 9000, content);
-        const int fd =
-            ::open(m[w].path(dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+        const int fd = ::openat(dirs[dir], name.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
         if (fd < 0) return fail("create " + dir + "/" + name + ": " + std::strerror(errno));
         if (!PWriteAll(fd, bytes.data(), bytes.size(), 0) || ::close(fd) != 0)
           return fail("write " + name);
@@ -331,16 +344,26 @@ void RunChecker(size_t mounts) {
       const std::string from = it->second.first + "/" + it->first;
       if (op == 2) {
         const std::string dir = it->second.first == "x" ? "y" : "x";
-        if (::rename(m[w].path(from).c_str(), m[w].path(dir + "/" + it->first).c_str()) != 0)
+        if (::renameat(dirs[it->second.first], it->first.c_str(), dirs[dir], it->first.c_str()) !=
+            0)
           return fail("rename " + from + ": " + std::strerror(errno));
         it->second.first = dir;
         ++counts.renames;
       } else {
-        if (::unlink(m[w].path(from).c_str()) != 0)
+        if (::unlinkat(dirs[it->second.first], it->first.c_str(), 0) != 0)
           return fail("unlink " + from + ": " + std::strerror(errno));
         mine.erase(it);
         ++counts.removes;
       }
+    }
+  };
+
+  // Memory pressure, where this may make it: the kernel drops the dentries and inodes nobody
+  // holds, of the mounts and of the store, which may number its objects afresh (sshfs).
+  auto pressure = [&] {
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      if (test::DropKernelCachesNow()) ++counts.cache_drops;
     }
   };
 
@@ -350,6 +373,7 @@ void RunChecker(size_t mounts) {
     threads.emplace_back(log, w);
     threads.emplace_back(names, w);
   }
+  if (test::CanDropKernelCaches()) threads.emplace_back(pressure);
   for (auto& t : threads) t.join();
   ASSERT_FALSE(failed);
   m.UnmountAll();
@@ -396,14 +420,15 @@ void RunChecker(size_t mounts) {
   EXPECT_EQ(have_names, want_names);
   std::printf(
       "[ checker ] %zu mounts: %llu slot writes, %llu slot reads (%llu bytes checked), %llu "
-      "appends (%zu log bytes), %llu creates, %llu renames, %llu removes\n",
+      "appends (%zu log bytes), %llu creates, %llu renames, %llu removes, %llu cache drops\n",
       mounts, static_cast<unsigned long long>(counts.slot_writes.load()),
       static_cast<unsigned long long>(counts.slot_reads.load()),
       static_cast<unsigned long long>(counts.bytes_checked.load()),
       static_cast<unsigned long long>(counts.appends.load()), logged.size(),
       static_cast<unsigned long long>(counts.creates.load()),
       static_cast<unsigned long long>(counts.renames.load()),
-      static_cast<unsigned long long>(counts.removes.load()));
+      static_cast<unsigned long long>(counts.removes.load()),
+      static_cast<unsigned long long>(counts.cache_drops.load()));
 }
 
 TEST(MountSharedCheckerTest, TwoMounts) {

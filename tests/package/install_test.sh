@@ -46,9 +46,12 @@ quietly cmake --build "$work/build" -j"$(nproc)"
 (cd "$work/build" && quietly cpack -G DEB)
 deb=$(ls "$work"/build/sigilfs_*.deb)
 echo "$deb"
-dpkg-deb --info "$deb" | grep -E "^ (Package|Version|Architecture|Depends):"
-dpkg-deb --info "$deb" | grep -q "Depends:.*fuse3" || fail "the package does not depend on fuse3"
-dpkg-deb --info "$deb" | grep -q "Depends:.*libsodium" || fail "the library dependencies are not declared"
+# Read once into a variable: with pipefail, `grep -q` stopping early would fail dpkg-deb's pipe.
+info=$(dpkg-deb --info "$deb")
+grep -E "^ (Package|Version|Architecture|Depends):" <<<"$info"
+depends=$(grep "^ Depends:" <<<"$info")
+[[ $depends =~ (:|,)\ fuse3(,|$) ]] || fail "the package does not depend on fuse3"
+[[ $depends == *libsodium* ]] || fail "the library dependencies are not declared"
 
 echo "== install"
 quietly apt-get install -y "$deb"

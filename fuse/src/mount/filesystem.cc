@@ -70,11 +70,12 @@ Inode::~Inode() {
 Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions options)
     : volume_(std::move(volume)),
       root_dir_(core::BorrowPosixBackingDir(volume_->root_fd())),
+      keeps_inode_numbers_(root_dir_->KeepsInodeNumbers()),
       options_(options),
       root_(std::make_shared<Inode>()) {
   if (auto st = root_dir_->Stat(""); st.ok()) {
     root_->key_dev = st->st_dev;
-    root_->key_ino = st->st_ino;
+    root_->key_ino = keeps_inode_numbers_ ? st->st_ino : 1;
   }
   root_->type = S_IFDIR;
   root_->table_.nlookup = 1;  // the kernel holds the root forever
@@ -179,6 +180,7 @@ void Filesystem::ReleaseLocked(
     MutexLock name_lock(it->second->name_mu);
     if (!it->second->names.empty()) return;
   }
+  DropNameIdsOfLocked(*it->second);
   std::shared_ptr<Inode> node = std::move(it->second);
   table_.erase(it);
   {
@@ -242,6 +244,7 @@ void Filesystem::DropLocked(std::shared_ptr<Inode> node,
       // this name held: it goes too.
       auto it = table_.find({parent->key_dev, parent->key_ino});
       if (it == table_.end() || it->second != parent || parent.use_count() > 2) continue;
+      DropNameIdsOfLocked(*parent);
       table_.erase(it);
       {
         WriterLock ids(ids_mu_);
@@ -295,7 +298,9 @@ Result<Object> Filesystem::OpenInode(const Inode& inode, struct stat* st_out) co
       const int e = object.status().sys_errno();
       if (e != ENOENT && e != ENOTDIR && e != ELOOP) return object.status();
     } else if (auto st = (*object)->Stat("");
-               st.ok() && st->st_dev == inode.key_dev && st->st_ino == inode.key_ino) {
+               st.ok() && st->st_dev == inode.key_dev &&
+               (keeps_inode_numbers_ ? st->st_ino == inode.key_ino
+                                     : (st->st_mode & S_IFMT) == inode.type)) {
       if (st_out != nullptr) *st_out = *st;
       return Object(std::move(object).value());
     }
@@ -363,14 +368,18 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
                                                   const std::string& at_name) {
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
   MutexLock lock(table_mu_);
-  auto& slot = table_[{st.st_dev, st.st_ino}];
+  const std::pair<uint64_t, uint64_t> key = KeyLocked(st, *parent, stored);
+  auto& slot = table_[key];
   if (slot) {
     // No descriptor pins a cipher inode, so the backing filesystem may give a deleted entry's
     // inode number to a new one while the kernel still holds the old node. The slot is the
     // same object only if it is provably alive and of the same type: open, or reached by this
     // very name, or its recorded name still leads to this inode. Otherwise the entry gets a
     // fresh node (the old one is kept until the kernel forgets it).
-    bool alive = slot->type == (st.st_mode & S_IFMT) && slot->is_open.load();
+    // (Where the store renumbers its objects, the slot is this name's: the same object if of
+    // the same type, as far as anything can tell.)
+    bool alive =
+        slot->type == (st.st_mode & S_IFMT) && (slot->is_open.load() || !keeps_inode_numbers_);
     if (!alive && slot->type == (st.st_mode & S_IFMT)) {
       Inode::Name first;
       {
@@ -417,13 +426,13 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
   }
   if (!slot) {
     slot = std::make_shared<Inode>();
-    slot->key_dev = st.st_dev;
-    slot->key_ino = st.st_ino;
+    slot->key_dev = key.first;
+    slot->key_ino = key.second;
     slot->type = st.st_mode & S_IFMT;
     // An id that persists across mounts, unless a node the kernel still holds has it (this
     // object, displaced above without proof that it is the same): its generation is then a
     // function of the id under the vault's key, the same in every mount of this vault alone.
-    const uint64_t id = PersistentId(at, at_name, st);
+    const uint64_t id = keeps_inode_numbers_ ? PersistentId(at, at_name, st) : 0;
     WriterLock ids(ids_mu_);
     if (id != 0 && !known_.contains(id)) {
       slot->nodeid = id;
@@ -1366,11 +1375,12 @@ Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::str
   return EntryAt(new_parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
-core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<Inode>* node) {
+core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<Inode>* node, const Inode& parent,
+                                              const std::string& stored) {
   core::Tree::Removed removed;
-  removed.keep = [this, node](const struct stat& st) {
+  removed.keep = [this, node, &parent, stored](const struct stat& st) {
     tree_mu_.AssertHeld();  // the caller's, for the whole removal
-    *node = FindLocked(st);
+    *node = FindLocked(st, parent, stored);
     if (!*node || (*node)->removed) return false;
     // Another link (a hard link never looked up here) keeps the object, and an unlinked file
     // the kernel still caches may stay cached long: only an object this removal deletes is
@@ -1398,10 +1408,53 @@ void Filesystem::KeepRemoved(Inode& node, Object object, const std::string& targ
   if (!target.empty()) volume_->ReleaseSymlinkTarget(target);
 }
 
-std::shared_ptr<Inode> Filesystem::FindLocked(const struct stat& st) {
+std::shared_ptr<Inode> Filesystem::FindLocked(const struct stat& st, const Inode& parent,
+                                              const std::string& stored) {
   MutexLock lock(table_mu_);
-  auto it = table_.find({st.st_dev, st.st_ino});
+  uint64_t number = st.st_ino;
+  if (!keeps_inode_numbers_) {
+    auto id = name_ids_.find({parent.key_ino, stored});
+    if (id == name_ids_.end()) return nullptr;
+    number = id->second;
+  }
+  auto it = table_.find({st.st_dev, number});
   return it == table_.end() ? nullptr : it->second;
+}
+
+std::pair<uint64_t, uint64_t> Filesystem::KeyLocked(const struct stat& st, const Inode& parent,
+                                                    const std::string& stored) {
+  if (keeps_inode_numbers_) return {st.st_dev, st.st_ino};
+  auto [id, made] = name_ids_.try_emplace({parent.key_ino, stored}, 0);
+  if (made) id->second = next_name_id_++;
+  return {st.st_dev, id->second};
+}
+
+void Filesystem::RenameNameIdLocked(const Inode& from_dir, const std::string& from,
+                                    const Inode& to_dir, const std::string& to, bool exchange) {
+  if (keeps_inode_numbers_) return;
+  auto source = name_ids_.extract({from_dir.key_ino, from});
+  auto target = name_ids_.extract({to_dir.key_ino, to});
+  if (!source.empty()) {
+    source.key() = {to_dir.key_ino, to};
+    name_ids_.insert(std::move(source));
+  }
+  if (exchange && !target.empty()) {
+    target.key() = {from_dir.key_ino, from};
+    name_ids_.insert(std::move(target));
+  }
+}
+
+void Filesystem::DropNameIdLocked(const Inode& dir, const std::string& stored) {
+  if (!keeps_inode_numbers_) name_ids_.erase({dir.key_ino, stored});
+}
+
+void Filesystem::DropNameIdsOfLocked(const Inode& node) {
+  if (keeps_inode_numbers_) return;
+  MutexLock lock(node.name_mu);
+  for (const Inode::Name& n : node.names) {
+    auto id = name_ids_.find({n.parent->key_ino, n.stored});
+    if (id != name_ids_.end() && id->second == node.key_ino) name_ids_.erase(id);
+  }
 }
 
 Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
@@ -1409,8 +1462,12 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   std::shared_ptr<Inode> inode;
-  core::Tree::Removed removed = KeepOnRemoval(&inode);
+  core::Tree::Removed removed = KeepOnRemoval(&inode, parent, at.stored());
   SIGILFS_RETURN_IF_ERROR(tree_->Unlink(*at.dir, at.name, &removed));
+  {
+    MutexLock lock(table_mu_);
+    DropNameIdLocked(parent, at.stored());
+  }
   if (DebugOps())
     Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir_st.st_ino,
         at.stored().c_str(), (unsigned long long)removed.st.st_ino,
@@ -1431,8 +1488,12 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   std::shared_ptr<Inode> inode;
-  core::Tree::Removed removed = KeepOnRemoval(&inode);
+  core::Tree::Removed removed = KeepOnRemoval(&inode, parent, at.stored());
   SIGILFS_RETURN_IF_ERROR(tree_->RemoveDir(*at.dir, at.name, &removed));
+  {
+    MutexLock lock(table_mu_);
+    DropNameIdLocked(parent, at.stored());
+  }
   if (inode) {
     MutexLock lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored());
@@ -1454,7 +1515,8 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   if ((flags & RENAME_EXCHANGE) != 0) how |= core::BackingDir::kExchange;
   std::shared_ptr<Inode> replaced;
   core::Tree::Renamed renamed;
-  if ((flags & RENAME_EXCHANGE) == 0) renamed.replaced = KeepOnRemoval(&replaced);
+  if ((flags & RENAME_EXCHANGE) == 0)
+    renamed.replaced = KeepOnRemoval(&replaced, new_parent, to.stored());
   SIGILFS_RETURN_IF_ERROR(tree_->Rename(*from.dir, from.name, *to.dir, to.name, how, &renamed));
   if (!renamed.changed) return Status::Ok();  // two names of one file
   const std::string& old_stored = from.stored();
@@ -1475,7 +1537,12 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   };
   if ((flags & RENAME_EXCHANGE) != 0) {
     // Side files of long names belong to the names, which stay where they are.
-    auto a = FindLocked(renamed.moved), b = FindLocked(renamed.replaced.st);
+    auto a = FindLocked(renamed.moved, parent, old_stored);
+    auto b = FindLocked(renamed.replaced.st, new_parent, new_stored);
+    {
+      MutexLock lock(table_mu_);
+      RenameNameIdLocked(parent, old_stored, new_parent, new_stored, /*exchange=*/true);
+    }
     move_to(a, parent, old_stored, new_parent, new_stored);
     move_to(b, new_parent, new_stored, parent, old_stored);
     return Status::Ok();
@@ -1487,7 +1554,12 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   } else if (!renamed.replaced.target.empty()) {
     volume_->ReleaseSymlinkTarget(renamed.replaced.target);
   }
-  move_to(FindLocked(renamed.moved), parent, old_stored, new_parent, new_stored);
+  std::shared_ptr<Inode> moved = FindLocked(renamed.moved, parent, old_stored);
+  {
+    MutexLock lock(table_mu_);
+    RenameNameIdLocked(parent, old_stored, new_parent, new_stored, /*exchange=*/false);
+  }
+  move_to(moved, parent, old_stored, new_parent, new_stored);
   return Status::Ok();
 }
 

@@ -316,7 +316,9 @@ class Filesystem {
   // whether to keep a handle on its object (core::Tree::Removed): where the kernel holds the
   // node, no other name of it is known here and the object has no other link, so that the
   // node stays reachable once removed (Inode::removed).
-  core::Tree::Removed KeepOnRemoval(std::shared_ptr<Inode>* node) SIGILFS_REQUIRES(tree_mu_);
+  // The entry is `stored` in `parent`.
+  core::Tree::Removed KeepOnRemoval(std::shared_ptr<Inode>* node, const Inode& parent,
+                                    const std::string& stored) SIGILFS_REQUIRES(tree_mu_);
   // After the removal: `node`, left without names, keeps `object`, and with it the side file of
   // a symlink's `target` (Volume::TargetToRelease; released now otherwise).
   void KeepRemoved(Inode& node, Object object, const std::string& target = {})
@@ -385,7 +387,20 @@ class Filesystem {
   Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode)
       SIGILFS_REQUIRES_SHARED(tree_mu_) SIGILFS_REQUIRES(inode.mu);
   void CloseContentsLocked(Inode& inode) SIGILFS_REQUIRES(inode.mu);
-  std::shared_ptr<Inode> FindLocked(const struct stat& st) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  // The node of the object `st`, found as `stored` in `parent`, if the table has one.
+  std::shared_ptr<Inode> FindLocked(const struct stat& st, const Inode& parent,
+                                    const std::string& stored) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  // The table key of object `st` found as `stored` in `parent`: its device and inode number,
+  // or, where the store renumbers objects, the number given to the name (a new one if none is).
+  std::pair<uint64_t, uint64_t> KeyLocked(const struct stat& st, const Inode& parent,
+                                          const std::string& stored) SIGILFS_REQUIRES(table_mu_);
+  // Stores that renumber objects: the name's number follows a rename (both ways for an
+  // exchange; a replaced target's goes), and goes with a removed name or a node leaving the
+  // table.
+  void RenameNameIdLocked(const Inode& from_dir, const std::string& from, const Inode& to_dir,
+                          const std::string& to, bool exchange) SIGILFS_REQUIRES(table_mu_);
+  void DropNameIdLocked(const Inode& dir, const std::string& stored) SIGILFS_REQUIRES(table_mu_);
+  void DropNameIdsOfLocked(const Inode& node) SIGILFS_REQUIRES(table_mu_);
   // `node` left the table or orphans_ for good: unless still held, its names go, and so do the
   // forgotten directories only they kept in the table. Nodes to release after table_mu_ go to
   // `dropped`.
@@ -402,7 +417,13 @@ class Filesystem {
   Inode::TableState& TableOf(Inode& node) SIGILFS_REQUIRES(table_mu_) { return node.table_; }
 
   std::unique_ptr<core::Volume> volume_;
-  Object root_dir_;                   // volume_'s cipher directory
+  Object root_dir_;  // volume_'s cipher directory
+  // Whether the store keeps an object's inode number while it exists
+  // (core::BackingDir::KeepsInodeNumbers). sshfs does not: it numbers an object afresh when the
+  // kernel looks it up again after dropping it, while the kernel may still hold this mount's
+  // node of it. There a node is known by its name: its table key is a number of this mount's
+  // own, given to the name (name_ids_) and moved with it by renames.
+  const bool keeps_inode_numbers_;
   std::unique_ptr<core::Tree> tree_;  // over root_dir_
   MountOptions options_;
   std::shared_ptr<Inode> root_;
@@ -423,6 +444,11 @@ class Filesystem {
   mutable SharedMutex ids_mu_;
   // Nodes of table_ the kernel forgot, oldest first, at most options_.handle_cache of them.
   std::list<Inode*> forgotten_ SIGILFS_GUARDED_BY(table_mu_);
+  // Stores without stable inode numbers: the table key (second half) of the node known by each
+  // name, (parent's key, stored name). Renames move an entry, removals drop it, and so does its
+  // node's leaving the table; numbers are never given twice (1 is the root's).
+  std::map<std::pair<uint64_t, std::string>, uint64_t> name_ids_ SIGILFS_GUARDED_BY(table_mu_);
+  uint64_t next_name_id_ SIGILFS_GUARDED_BY(table_mu_) = 2;
   uint32_t next_generation_ SIGILFS_GUARDED_BY(table_mu_) = 1;  // starts at random per mount
   std::atomic<uint64_t> handle_lookups_{0};
   std::atomic<uint64_t> getattrs_{0};

@@ -124,6 +124,11 @@ class BackingDir {
 
   virtual Result<struct statvfs> StatFs() = 0;
   virtual Status Sync() = 0;  // makes the directory's entries durable (fsync)
+  // Whether an object keeps its inode number for as long as it exists. Stores that number
+  // inodes as they come back into the kernel's cache (sshfs and other FUSE stores; SMB without
+  // server inode numbers) do not: there a name that leads to an object of the same kind is the
+  // only sign that it is the same object.
+  virtual bool KeepsInodeNumbers() { return true; }
 };
 
 // A directory of the backing store by path, or from a descriptor it takes (closed on
