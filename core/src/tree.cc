@@ -188,6 +188,11 @@ Status Tree::PrepareLocked(const Dir& dir, const EntryName& name, const std::str
   return Status::Ok();
 }
 
+Status Tree::ConfirmLocked(const Dir& dir, const EntryName& name, const std::string& stored) {
+  if (!NameCodec::IsLongName(stored)) return Status::Ok();
+  return volume_.ConfirmName(dir.backing(), dir.iv(), name.plain());
+}
+
 void Tree::UnprepareLocked(const Dir& dir, const std::string& stored) {
   // The side file is the name's, not the failed call's: another entry may hold the name.
   auto st = dir.backing().Stat(stored);
@@ -279,6 +284,7 @@ Status Tree::MakeNode(const Dir& dir, const EntryName& name, mode_t mode, dev_t 
   LongNameLock lock(*this, stored);
   SIGILFS_RETURN_IF_ERROR(PrepareLocked(dir, name, stored));
   Status s = dir.backing().MakeNode(stored, mode, rdev);
+  if (s.ok() && !(s = ConfirmLocked(dir, name, stored)).ok()) (void)dir.backing().Unlink(stored);
   if (!s.ok()) {
     UnprepareLocked(dir, stored);
     return Named(s, dir, name);
@@ -308,6 +314,7 @@ Status Tree::MakeSymlink(const Dir& dir, const EntryName& name, std::string_view
   Status s = PrepareLocked(dir, name, stored);
   if (s.ok()) {
     s = dir.backing().MakeSymlink(stored, sealed);
+    if (s.ok() && !(s = ConfirmLocked(dir, name, stored)).ok()) (void)dir.backing().Unlink(stored);
     if (!s.ok()) UnprepareLocked(dir, stored);
   }
   if (!s.ok()) {
@@ -332,6 +339,8 @@ Status Tree::Link(const Dir& dir, const EntryName& name, const Dir& to, const En
   LongNameLock lock(*this, new_stored);
   SIGILFS_RETURN_IF_ERROR(PrepareLocked(to, to_name, new_stored));
   Status s = dir.backing().Link(stored, to.backing(), new_stored);
+  if (s.ok() && !(s = ConfirmLocked(to, to_name, new_stored)).ok())
+    (void)to.backing().Unlink(new_stored);
   if (!s.ok()) UnprepareLocked(to, new_stored);
   return s.ok() ? s : Named(s, to, to_name);
 }
@@ -424,6 +433,9 @@ Status Tree::Rename(const Dir& dir, const EntryName& name, const Dir& to, const 
   }
   out.changed = true;
   out.moved = src;
+  // The entry is in place; a side file taken by another host meanwhile that cannot be written
+  // back is reported (the entry then lists as damaged until renamed again).
+  Status confirmed = ConfirmLocked(to, to_name, dest);
   // Best effort: a leftover is hidden.
   if (!aside.empty()) (void)volume_.RemoveDirectory(to.backing(), aside);
   if (out.replaced.object)
@@ -431,7 +443,7 @@ Status Tree::Rename(const Dir& dir, const EntryName& name, const Dir& to, const 
   else
     volume_.ReleaseSymlinkTarget(*root_, replaced_target);
   if (&dir.backing() != &to.backing() || from != dest) volume_.ReleaseName(dir.backing(), from);
-  return Status::Ok();
+  return confirmed.ok() ? confirmed : Named(confirmed, to, to_name);
 }
 
 Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode_t mode,
@@ -464,7 +476,8 @@ Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode
   const bool opened = s.ok();
   if (opened) {
     made.object = std::move(object).value();
-    if (made.created && finish) s = finish(*made.object);
+    if (made.created) s = ConfirmLocked(dir, name, stored);
+    if (s.ok() && made.created && finish) s = finish(*made.object);
   }
   if (!s.ok()) {
     if (made.created) {  // not half made: the new file goes again, with its side file
@@ -812,10 +825,12 @@ Status Tree::Staged::Place(const EntryName& name, bool replace) {
   }
   // Gone after a rename, but left by a link, or by a rename onto another name of its inode.
   (void)dir.Unlink(temp_);
+  // In place; as for a rename, a side file that cannot be written back is reported.
+  Status confirmed = tree.ConfirmLocked(*dir_, name, stored);
   temp_.clear();
   own_target_.clear();
   tree.volume_.ReleaseSymlinkTarget(*tree.root_, replaced_target);
-  return Status::Ok();
+  return confirmed.ok() ? confirmed : tree.Named(confirmed, *dir_, name);
 }
 
 }  // namespace sigilfs::core

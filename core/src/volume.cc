@@ -202,6 +202,15 @@ Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view 
     prepared = s.ok();
   }
   if (s.ok()) s = dir.Rename(tmp, dir, stored, BackingDir::kNoReplace).WithContext("mkdir");
+  if (s.ok() && prepared) {
+    s = ConfirmName(dir, iv, plain);
+    if (!s.ok()) {
+      // Not made after all: the directory (empty but for its IV) goes, and with it the name.
+      (void)RemoveDirectory(dir, stored);
+      ReleaseName(dir, stored);
+      return s;
+    }
+  }
   if (!s.ok()) {
     if (auto sub = dir.OpenDir(tmp); sub.ok()) (void)(*sub)->Unlink(kDirIvFileName);
     (void)dir.RemoveDir(tmp);
@@ -293,12 +302,24 @@ void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
   }
   // Shared mode: another process (a mount on another host) may make an entry of this name at
   // any moment, and its side file is that entry's too: the file stays while an entry holds the
-  // name, and comes back if one appeared while it went. (The creator's own look after its
-  // create, which would close the rest of the window, is not made yet: docs/status.md.)
+  // name, and comes back if one appeared while it went. What this look misses (an entry made
+  // after it, its side file taken just before) the maker's look after its create puts back
+  // (ConfirmName): one of the two looks comes after both the removal and the create.
   auto text = ReadSmall(dir, side, 4096);
   if (dir.Stat(stored).ok()) return;
   (void)dir.Unlink(side);
   if (text.ok() && dir.Stat(stored).ok()) (void)WriteNew(dir, side, AsBytes(*text), true);
+}
+
+Status Volume::ConfirmName(BackingDir& dir, const DirIv& iv, std::string_view plain) const {
+  if (!derived_) return Status::Ok();  // one mount: the tree's long-name locks keep removals away
+  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
+  const std::string stored = NameCodec::StoredName(cipher);
+  if (!NameCodec::IsLongName(stored)) return Status::Ok();
+  const std::string side = NameCodec::SideFileName(stored);
+  if (dir.Stat(side).ok()) return Status::Ok();
+  Status s = WriteNew(dir, side, AsBytes(cipher), /*durable=*/true);
+  return s.code() == Code::kExists ? Status::Ok() : s;
 }
 
 namespace {

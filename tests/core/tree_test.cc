@@ -7,13 +7,17 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sigilfs/crypt/random.h"
@@ -701,6 +705,144 @@ TEST_P(TreeTest, AStoreWithoutAVaultTreeIsRefused) {
 }
 
 SIGILFS_INSTANTIATE_FOR_STORES(TreeTest);
+
+// A store through which one call creating entry `target` first runs `race` (another host's
+// call, reaching the store in that moment).
+class RaceBeforeCreate : public test::ForwardingBackingDir {
+ public:
+  struct Shared {
+    std::string target;
+    std::function<void()> race;
+    std::string refuse;  // a file whose create fails (ENOSPC) once the race has run
+  };
+  RaceBeforeCreate(std::unique_ptr<BackingDir> inner, std::shared_ptr<Shared> shared)
+      : ForwardingBackingDir(std::move(inner)), shared_(std::move(shared)) {}
+
+  Result<std::unique_ptr<BackingFile>> OpenFile(std::string_view n,
+                                                const FileOpenMode& how) override {
+    if (how.create) Before(n);
+    if (how.create && n == shared_->refuse && !shared_->race)
+      return Status::FromErrno(ENOSPC, "no room");
+    return ForwardingBackingDir::OpenFile(n, how);
+  }
+  Status MakeNode(std::string_view n, mode_t m, dev_t r) override {
+    Before(n);
+    return ForwardingBackingDir::MakeNode(n, m, r);
+  }
+  Status MakeSymlink(std::string_view n, std::string_view t) override {
+    Before(n);
+    return ForwardingBackingDir::MakeSymlink(n, t);
+  }
+  Status Link(std::string_view n, BackingDir& to, std::string_view tn) override {
+    Before(tn);
+    return ForwardingBackingDir::Link(n, to, tn);
+  }
+  Status Rename(std::string_view n, BackingDir& to, std::string_view tn, unsigned f) override {
+    Before(tn);
+    return ForwardingBackingDir::Rename(n, to, tn, f);
+  }
+
+ protected:
+  std::unique_ptr<BackingDir> Wrap(std::unique_ptr<BackingDir> inner) override {
+    return std::make_unique<RaceBeforeCreate>(std::move(inner), shared_);
+  }
+
+ private:
+  void Before(std::string_view name) {
+    if (name != shared_->target || !shared_->race) return;
+    std::exchange(shared_->race, nullptr)();
+  }
+  std::shared_ptr<Shared> shared_;
+};
+
+// Two hosts share a vault: one removes an entry of a long name while the other makes an entry
+// of that very name. The name's side file (its full encrypted text) is both entries' own; the
+// remover takes it between the maker's writing it and the maker's create. The maker's look after
+// its create puts it back, for every kind of entry and every way of making one.
+TEST(TreeSharedTest, AnEntryMadeWhileAnotherHostRemovesTheNameKeepsItsSideFile) {
+  test::TempDir temp;
+  VolumeOptions options;
+  options.pages.shared = true;
+  auto volume = test::NewTestVolume((temp.path() / "vault").string(), options);
+  std::unique_ptr<BackingDir> store = test::NewStore(test::Store::kPosix, temp.path() / "store");
+  ASSERT_TRUE(Tree::Format(*store).ok());
+  auto look = std::move(store->OpenDir("")).value();
+  auto shared = std::make_shared<RaceBeforeCreate::Shared>();
+  auto maker = std::move(Tree::Open(*volume, std::make_unique<RaceBeforeCreate>(
+                                                 std::move(store->OpenDir("")).value(), shared)))
+                   .value();
+  auto remover = std::move(Tree::Open(*volume, std::move(store))).value();
+  auto maker_root = std::move(maker->Root()).value();
+  auto remover_root = std::move(remover->Root()).value();
+  {
+    auto file = std::move(maker->CreateFile(*maker_root, "source", 0644, true)).value();
+    ASSERT_TRUE(file->Write(0, Bytes("linked")).ok());
+    ASSERT_TRUE(file->Flush().ok());
+  }
+
+  const std::vector<std::string> kinds = {"file", "dir", "symlink", "fifo", "link", "rename"};
+  auto make = [&](const std::string& kind, const std::string& name) -> Status {
+    if (kind == "file") return maker->MakeFile(*maker_root, name, 0644, true, false).status();
+    if (kind == "dir") return maker->MakeDir(*maker_root, name, 0755);
+    if (kind == "symlink") return maker->MakeSymlink(*maker_root, name, "target");
+    if (kind == "fifo") return maker->MakeNode(*maker_root, name, S_IFIFO | 0644, 0);
+    if (kind == "link") return maker->Link(*maker_root, "source", *maker_root, name);
+    SIGILFS_RETURN_IF_ERROR(maker->MakeFile(*maker_root, "moved", 0644, true, false).status());
+    return maker->Rename(*maker_root, "moved", *maker_root, name, 0);
+  };
+  for (const std::string& kind : kinds) {
+    SCOPED_TRACE(kind);
+    const std::string name = std::string(220, 'n') + "-" + kind;
+    {  // The other host's entry of the name, which it is about to remove.
+      auto file = remover->CreateFile(*remover_root, name, 0644, true);
+      ASSERT_TRUE(file.ok()) << file.status().ToString();
+    }
+    const std::string stored = std::move(maker->Resolve(*maker_root, name)).value().stored();
+    ASSERT_TRUE(NameCodec::IsLongName(stored));
+    shared->target = stored;
+    shared->race = [&] { ASSERT_TRUE(remover->Unlink(*remover_root, name).ok()); };
+    const Status made = make(kind, name);
+    ASSERT_TRUE(made.ok()) << made.ToString();
+    EXPECT_EQ(shared->race, nullptr) << "the removal did not run in between";
+    EXPECT_TRUE(look->Stat(NameCodec::SideFileName(stored)).ok()) << "the side file is gone";
+    // The other host lists the entry by its name, undamaged.
+    std::vector<DirEntry> listed;
+    std::vector<std::string> damaged;
+    ASSERT_TRUE(remover
+                    ->ListSorted(*remover_root, listed,
+                                 [&](const std::string& n, const Status&) { damaged.push_back(n); })
+                    .ok());
+    EXPECT_TRUE(damaged.empty());
+    EXPECT_TRUE(std::any_of(listed.begin(), listed.end(),
+                            [&](const DirEntry& e) { return e.name == name; }));
+  }
+
+  // The side file cannot be written back (the store is full): the new entry goes again and the
+  // call fails, leaving the name free. (A rename is not undone: it reports the error, and its
+  // entry lists as damaged until renamed again.)
+  for (const std::string& kind : kinds) {
+    SCOPED_TRACE("full store: " + kind);
+    const std::string name = std::string(220, 'f') + "-" + kind;
+    {
+      auto file = remover->CreateFile(*remover_root, name, 0644, true);
+      ASSERT_TRUE(file.ok()) << file.status().ToString();
+    }
+    const std::string stored = std::move(maker->Resolve(*maker_root, name)).value().stored();
+    shared->target = stored;
+    shared->refuse = NameCodec::SideFileName(stored);
+    shared->race = [&] { ASSERT_TRUE(remover->Unlink(*remover_root, name).ok()); };
+    const Status made = make(kind, name);
+    EXPECT_EQ(made.sys_errno(), ENOSPC) << made.ToString();
+    EXPECT_FALSE(look->Stat(NameCodec::SideFileName(stored)).ok());
+    if (kind == "rename") {
+      EXPECT_TRUE(look->Stat(stored).ok());
+      ASSERT_TRUE(look->Unlink(stored).ok());
+    } else {
+      EXPECT_EQ(look->Stat(stored).status().code(), Code::kNotFound) << "the entry stayed";
+    }
+  }
+  EXPECT_TRUE(maker->Resolve(*maker_root, "source").ok());
+}
 
 }  // namespace
 }  // namespace sigilfs::core

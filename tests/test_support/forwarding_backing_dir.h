@@ -114,6 +114,7 @@ class ForwardingBackingDir : public core::BackingDir {
     return inner_->PathTo(Inner(object));
   }
   Result<struct statvfs> StatFs() override { return inner_->StatFs(); }
+  bool KeepsInodeNumbers() override { return inner_->KeepsInodeNumbers(); }
   Status Sync() override {
     SIGILFS_RETURN_IF_ERROR(Enter("fsync"));
     return inner_->Sync();

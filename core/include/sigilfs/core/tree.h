@@ -326,6 +326,8 @@ class Tree {
   // a failed create, removed unless an entry holds the name.
   Status PrepareLocked(const Dir& dir, const EntryName& name, const std::string& stored);
   void UnprepareLocked(const Dir& dir, const std::string& stored);
+  // After the entry was made: its side file there (Volume::ConfirmName; shared mode only).
+  Status ConfirmLocked(const Dir& dir, const EntryName& name, const std::string& stored);
   // A symlink target sealed, a long one's side file written (and owned as vault files are).
   Result<std::string> SealTarget(std::string_view target);
   // lstat of `stored`, the entry `name` of `dir`, its errors told by the entry's vault path.
