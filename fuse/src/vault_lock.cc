@@ -125,6 +125,12 @@ bool VaultLock::Process::Ended() const {
   return !stat || stat->second != start || stat->first == 'Z' || stat->first == 'X';
 }
 
+std::optional<VaultLock::Process> VaultLock::ProcessOf(pid_t pid) {
+  const auto stat = StatOf(pid);
+  if (!stat || stat->first == 'Z' || stat->first == 'X') return std::nullopt;
+  return Process{pid, stat->second};
+}
+
 Status VaultLock::RecordHolder() const {
   if (!held()) return Status::Ok();
   const auto self = StatOf(::getpid());
@@ -164,11 +170,7 @@ std::vector<std::string> MountPointsOfVault(const std::string& dir) {
 }
 
 std::optional<std::string> VaultMountedOn(const std::string& mountpoint) {
-  std::error_code ec;
-  std::string point = std::filesystem::absolute(mountpoint, ec).lexically_normal().string();
-  while (point.size() > 1 && point.back() == '/') point.pop_back();
-  // The mount table has the path with its symlinks resolved.
-  const std::string resolved = Canonical(point);
+  const auto [point, resolved] = MountTableForms(mountpoint);
   std::optional<std::string> found;
   ForEachSigilfsMount([&](const std::string& p, const std::string& source) {
     if (p == point || p == resolved) found = source;  // the last one is the one on top

@@ -5,6 +5,7 @@
 // model, then fsck.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,6 +91,38 @@ TEST(MountSharedTest, WhatOneMountWritesTheOtherReadsOnItsNextOpen) {
   ASSERT_EQ(::stat(m[1].path("d/a2").c_str(), &st), 0);
   EXPECT_EQ(st.st_nlink, 2u);
   EXPECT_EQ(Contents(m[1].path("d/a2")), "from the first");
+}
+
+// "pid (comm) S ...": the state letter of process `pid`, or 0 if it is gone.
+char StateOf(pid_t pid) {
+  const std::string text = Contents("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() ? 0 : text[close + 2];
+}
+
+// `sigilfs unmount` of a shared mount returns once that mount's daemon has ended, as for an
+// exclusive one, though the vault lock names no process (the others hold it too); one that does
+// not end in time (here: stopped) is named, with exit 1. The other mount goes on serving.
+TEST(MountSharedTest, UnmountReturnsOnceTheSharedDaemonHasEnded) {
+  SIGILFS_NEEDS_FUSE();
+  SharedMounts m(3);
+  for (int i = 0; i < 20; ++i) std::ofstream(m[1].path("f" + std::to_string(i))) << "contents";
+  auto r = RunProcess({SIGILFS_BINARY, "unmount", m[1].plain()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const char state = StateOf(m[1].pid());
+  EXPECT_TRUE(state == 'Z' || state == 0) << "the daemon is still running: " << state;
+  m[1].Unmount();
+
+  ASSERT_EQ(::kill(m[2].pid(), SIGSTOP), 0);
+  r = RunProcess({SIGILFS_BINARY, "unmount", m[2].plain(), "--timeout", "1"});
+  ASSERT_EQ(::kill(m[2].pid(), SIGCONT), 0);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: " + m[2].plain() + " is unmounted, but its daemon (process " +
+                       std::to_string(m[2].pid()) +
+                       ") has not ended after 1 s (it may still be writing back; the vault is "
+                       "not free yet)\n");
+  m[2].Unmount();
+  EXPECT_EQ(Contents(m[0].path("f19")), "contents");
 }
 
 TEST(MountSharedTest, PartialWritesOfOnePageByTwoMountsBothStay) {

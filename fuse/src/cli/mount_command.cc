@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "commands.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
+#include "sigilfs/fuse/mount_beacon.h"
 #include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::cli {
@@ -309,17 +311,37 @@ int RunMount(MountArgs a) {
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
-// Whether `mountpoint` is a sigilfs reverse view's mount (the last mount there).
-bool IsReverseView(const std::string& mountpoint) {
-  std::error_code ec;
-  std::string point = std::filesystem::absolute(mountpoint, ec).lexically_normal().string();
-  while (point.size() > 1 && point.back() == '/') point.pop_back();
-  const std::string resolved = std::filesystem::weakly_canonical(point, ec).string();
-  bool found = false;
-  for (const fuse::MountInfoEntry& m : fuse::ReadMountInfo())
-    if (m.mount_point == point || m.mount_point == resolved)
-      found = m.type == "fuse.sigilfs-reverse";
+// The mount on `mountpoint` (the last one there, which is on top), if any.
+std::optional<fuse::MountInfoEntry> MountOn(const std::string& mountpoint) {
+  const auto [point, resolved] = fuse::MountTableForms(mountpoint);
+  std::optional<fuse::MountInfoEntry> found;
+  for (fuse::MountInfoEntry& m : fuse::ReadMountInfo())
+    if (m.mount_point == point || m.mount_point == resolved) found = std::move(m);
   return found;
+}
+
+// The user a FUSE mount is for (its user_id option), or nullopt.
+std::optional<uid_t> MountUser(const fuse::MountInfoEntry& m) {
+  std::istringstream options(m.super_options);
+  for (std::string option; std::getline(options, option, ',');)
+    if (option.starts_with("user_id=")) {
+      uid_t uid = 0;
+      const auto [end, ec] = std::from_chars(option.data() + 8, option.data() + option.size(), uid);
+      if (ec == std::errc() && end == option.data() + option.size()) return uid;
+    }
+  return std::nullopt;
+}
+
+// The process serving the mount on `mountpoint`: the one recorded in the vault's lock file
+// (an exclusive mount), else the one listening on the mount's beacon (every mount).
+std::optional<fuse::VaultLock::Process> DaemonOf(const std::string& mountpoint,
+                                                 const std::string& vault) {
+  if (auto holder = fuse::VaultLock::HolderOf(vault)) return holder;
+  const auto mount = MountOn(mountpoint);
+  if (!mount) return std::nullopt;
+  const auto user = MountUser(*mount);
+  if (!user) return std::nullopt;
+  return fuse::MountBeacon::DaemonOf(mount->device, *user);
 }
 
 // fusermount3 -u MOUNTPOINT: its exit status.
@@ -343,15 +365,19 @@ int Fusermount(const std::string& mountpoint) {
 // fusermount3 -u returns once the kernel let go of the mount; the daemon may still be writing
 // back what its last requests left. So that the vault can be used at once (mounted again,
 // imported into) and the disk under it unmounted, this waits until the daemon has ended: its
-// lock on the vault free and its process gone.
+// lock on the vault free (other shared mounts aside) and its process gone.
 int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
   const std::optional<std::string> vault = fuse::VaultMountedOn(mountpoint);
-  if (!vault && IsReverseView(mountpoint)) return Fusermount(mountpoint);  // nothing to wait for
+  if (!vault) {
+    const auto mount = MountOn(mountpoint);
+    if (mount && mount->type == "fuse.sigilfs-reverse")
+      return Fusermount(mountpoint);  // nothing to wait for
+  }
   if (!vault)
     return Fail(Status(Code::kInvalidArgument,
                        mountpoint + " is not a sigilfs mount (nothing of sigilfs to unmount)",
                        EINVAL));
-  const std::optional<fuse::VaultLock::Process> daemon = fuse::VaultLock::HolderOf(*vault);
+  const std::optional<fuse::VaultLock::Process> daemon = DaemonOf(mountpoint, *vault);
   if (const int rc = Fusermount(mountpoint); rc != 0) return rc;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   for (auto pause = std::chrono::milliseconds(1);;

@@ -24,6 +24,7 @@
 #include "filesystem.h"
 #include "log.h"
 #include "lowlevel.h"
+#include "sigilfs/fuse/mount_beacon.h"
 #include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::fuse {
@@ -228,6 +229,16 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
     if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
       std::fprintf(stderr, "sigilfs: cannot daemonize\n");
     } else {
+      // The serving process, findable by its mount for `sigilfs unmount` to wait on (a shared
+      // mount is recorded nowhere else). Gone with the process.
+      MountBeacon beacon;
+      if (const std::string device = FindOwnMount(real_mountpoint).device; !device.empty()) {
+        auto listening = MountBeacon::Listen(device);
+        if (listening.ok())
+          beacon = std::move(listening).value();
+        else
+          Log("%s", listening.status().ToString().c_str());
+      }
       if (o.on_serving) o.on_serving();
       // Threads start after fuse_daemonize: they would not survive its fork.
       Housekeeper housekeeper(fs, o);

@@ -2,11 +2,16 @@
 // module and the tests (header-only, as the module links none of sigilfs' libraries).
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 namespace sigilfs::fuse {
@@ -61,6 +66,26 @@ inline std::vector<MountInfoEntry> ReadMountInfo(const std::string& path = "/pro
   for (std::string line; std::getline(in, line);)
     if (auto e = ParseMountInfoLine(line)) mounts.push_back(std::move(*e));
   return mounts;
+}
+
+// The forms in which the mount table may list mount point `mountpoint`: absolute and normal,
+// and with the symlinks of its parent resolved (the table resolves them). Not the mount point's
+// own: a look at it would wait on a daemon that does not answer.
+inline std::pair<std::string, std::string> MountTableForms(const std::string& mountpoint) {
+  std::error_code ec;
+  std::string point = std::filesystem::absolute(mountpoint, ec).lexically_normal().string();
+  while (point.size() > 1 && point.back() == '/') point.pop_back();
+  std::filesystem::path p(point);
+  if (!p.has_parent_path() || p == p.root_path()) return {point, point};
+  // A symlink to the mount point: read, not followed (readlink(2) asks nothing of a mount's
+  // root; std::filesystem::read_symlink would stat it first).
+  char target[4096];
+  if (const ssize_t n = ::readlink(point.c_str(), target, sizeof target);
+      n > 0 && static_cast<size_t>(n) < sizeof target)
+    p = (p.parent_path() / std::string(target, static_cast<size_t>(n))).lexically_normal();
+  std::filesystem::path parent = std::filesystem::canonical(p.parent_path(), ec);
+  if (ec) return {point, point};
+  return {point, (parent / p.filename()).string()};
 }
 
 // The cipher directory a sigilfs mount serves (its source: the directory's absolute path, or

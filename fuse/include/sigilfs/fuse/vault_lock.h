@@ -53,6 +53,8 @@ class VaultLock {
     // True once it has ended: gone, a zombie (its files are closed), or its id reused.
     bool Ended() const;
   };
+  // Process `pid` as it runs now (nullopt if it does not, or has ended).
+  static std::optional<Process> ProcessOf(pid_t pid);
   // Writes this process (id and start time) into the lock file: a daemon, once it has
   // detached, for HolderOf. Needs an exclusive lock on a file opened for writing.
   Status RecordHolder() const;
