@@ -170,10 +170,10 @@ std::vector<std::string> MountPointsOfVault(const std::string& dir) {
 }
 
 std::optional<std::string> VaultMountedOn(const std::string& mountpoint) {
-  const auto [point, resolved] = MountTableForms(mountpoint);
+  const std::pair<std::string, std::string> forms = MountTableForms(mountpoint);
   std::optional<std::string> found;
   ForEachSigilfsMount([&](const std::string& p, const std::string& source) {
-    if (p == point || p == resolved) found = source;  // the last one is the one on top
+    if (p == forms.first || p == forms.second) found = source;  // the last one is on top
   });
   return found;
 }
