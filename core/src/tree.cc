@@ -189,8 +189,7 @@ Status Tree::PrepareLocked(const Dir& dir, const EntryName& name, const std::str
 }
 
 Status Tree::ConfirmLocked(const Dir& dir, const EntryName& name, const std::string& stored) {
-  if (!NameCodec::IsLongName(stored)) return Status::Ok();
-  return volume_.ConfirmName(dir.backing(), dir.iv(), name.plain());
+  return volume_.ConfirmName(dir.backing(), dir.iv(), name.plain(), stored);
 }
 
 void Tree::UnprepareLocked(const Dir& dir, const std::string& stored) {

@@ -203,7 +203,7 @@ Status Volume::MakeDirectory(BackingDir& dir, const DirIv& iv, std::string_view 
   }
   if (s.ok()) s = dir.Rename(tmp, dir, stored, BackingDir::kNoReplace).WithContext("mkdir");
   if (s.ok() && prepared) {
-    s = ConfirmName(dir, iv, plain);
+    s = ConfirmName(dir, iv, plain, stored);
     if (!s.ok()) {
       // Not made after all: the directory (empty but for its IV) goes, and with it the name.
       (void)RemoveDirectory(dir, stored);
@@ -311,13 +311,14 @@ void Volume::ReleaseName(BackingDir& dir, const std::string& stored) const {
   if (text.ok() && dir.Stat(stored).ok()) (void)WriteNew(dir, side, AsBytes(*text), true);
 }
 
-Status Volume::ConfirmName(BackingDir& dir, const DirIv& iv, std::string_view plain) const {
-  if (!derived_) return Status::Ok();  // one mount: the tree's long-name locks keep removals away
-  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
-  const std::string stored = NameCodec::StoredName(cipher);
-  if (!NameCodec::IsLongName(stored)) return Status::Ok();
+Status Volume::ConfirmName(BackingDir& dir, const DirIv& iv, std::string_view plain,
+                           const std::string& stored) const {
+  // One mount: the tree's long-name locks keep removals away.
+  if (!derived_ || !NameCodec::IsLongName(stored)) return Status::Ok();
   const std::string side = NameCodec::SideFileName(stored);
   if (dir.Stat(side).ok()) return Status::Ok();
+  // Taken: its text again (the name encrypted, as PrepareName wrote it).
+  SIGILFS_ASSIGN_OR_RETURN(std::string cipher, names_->Encrypt(iv, plain));
   Status s = WriteNew(dir, side, AsBytes(cipher), /*durable=*/true);
   return s.code() == Code::kExists ? Status::Ok() : s;
 }

@@ -17,12 +17,14 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "sigilfs/fuse/vault_lock.h"
 #include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
@@ -93,13 +95,6 @@ TEST(MountSharedTest, WhatOneMountWritesTheOtherReadsOnItsNextOpen) {
   EXPECT_EQ(Contents(m[1].path("d/a2")), "from the first");
 }
 
-// "pid (comm) S ...": the state letter of process `pid`, or 0 if it is gone.
-char StateOf(pid_t pid) {
-  const std::string text = Contents("/proc/" + std::to_string(pid) + "/stat");
-  const size_t close = text.rfind(')');
-  return close == std::string::npos || close + 2 >= text.size() ? 0 : text[close + 2];
-}
-
 // `sigilfs unmount` of a shared mount returns once that mount's daemon has ended, as for an
 // exclusive one, though the vault lock names no process (the others hold it too); one that does
 // not end in time (here: stopped) is named, with exit 1. The other mount goes on serving.
@@ -109,8 +104,7 @@ TEST(MountSharedTest, UnmountReturnsOnceTheSharedDaemonHasEnded) {
   for (int i = 0; i < 20; ++i) std::ofstream(m[1].path("f" + std::to_string(i))) << "contents";
   auto r = RunProcess({SIGILFS_BINARY, "unmount", m[1].plain()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const char state = StateOf(m[1].pid());
-  EXPECT_TRUE(state == 'Z' || state == 0) << "the daemon is still running: " << state;
+  EXPECT_EQ(fuse::VaultLock::ProcessOf(m[1].pid()), std::nullopt) << "the daemon still runs";
   m[1].Unmount();
 
   ASSERT_EQ(::kill(m[2].pid(), SIGSTOP), 0);

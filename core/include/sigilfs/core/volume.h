@@ -89,10 +89,11 @@ class Volume {
   Status PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
   // Removes the side file of a long stored name (after its entry is gone); no-op otherwise.
   void ReleaseName(BackingDir& dir, const std::string& stored) const;
-  // Shared mode, after an entry of a long name was made: its side file written again if a
-  // removal of the name by another host took it meanwhile (between PrepareName and the
-  // create); no-op otherwise. Errors are the store's.
-  Status ConfirmName(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
+  // Shared mode, after an entry of long name `plain` (stored as `stored`) was made: its side
+  // file written again if a removal of the name by another host took it meanwhile (between
+  // PrepareName and the create); no-op otherwise. Errors are the store's.
+  Status ConfirmName(BackingDir& dir, const DirIv& iv, std::string_view plain,
+                     const std::string& stored) const;
   // The plaintext name of entry `stored` of `dir` (a long one's through its side file);
   // kAuthFailed or kCorrupt if it was not made for this directory.
   Result<std::string> PlainName(BackingDir& dir, const DirIv& iv, const std::string& stored) const;
