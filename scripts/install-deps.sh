@@ -7,7 +7,7 @@ set -euo pipefail
 # libfsverity too); --for-demo stops there, so a first run does not wait for Clang and the rest.
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libssl-dev libsodium-dev libfuse3-dev fuse3 libfmt-dev
+  libssl-dev libsodium-dev libfuse3-dev liburing-dev fuse3 libfmt-dev
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libfsverity-dev fsverity libpam0g-dev passwd procps
 )

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "../mount/daemon.h"
+#include "../mount/uring_transport.h"
 #include "commands.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
@@ -39,6 +40,7 @@ struct MountArgs {
   std::string idle;                  // "90", "90s", "10m", "2h"
   std::string handle_cache;          // a count of nodes
   std::string readahead;             // KiB
+  std::string transport;             // auto, uring, dev
   std::vector<std::string> options;  // -o values, each possibly comma-separated
   bool shared = false;               // several mounts of one vault (--shared, -o shared)
   fuse::PassphraseSource pass;
@@ -191,6 +193,8 @@ int RunMount(MountArgs a) {
         a.handle_cache = value;
       else if (key == "readahead")
         a.readahead = value;
+      else if (key == "transport")
+        a.transport = value;
       else if (opt == "nonempty")
         nonempty = true;
       else if (opt == "shared")
@@ -222,7 +226,8 @@ int RunMount(MountArgs a) {
     std::fprintf(
         stderr,
         "sigilfs: unknown mount option '%s' (sigilfs's own: ro, rw, noxattr, acl, noacl, "
-        "nonempty, shared, passfile=, stats_file=, idle=, handle_cache=, readahead=; and FUSE's, "
+        "nonempty, shared, passfile=, stats_file=, idle=, handle_cache=, readahead=, transport=; "
+        "and FUSE's, "
         "as in mount.fuse3(8))\n",
         unknown.c_str());
     return 2;
@@ -261,6 +266,20 @@ int RunMount(MountArgs a) {
     if (*n > 65536)
       return Fail(Status(Code::kInvalidArgument, "the read-ahead is at most 65536 KiB"));
     d.readahead_kib = *n;
+  }
+  if (!a.transport.empty()) {
+    if (a.transport == "auto") {
+      d.transport = fuse::Transport::kAuto;
+    } else if (a.transport == "dev") {
+      d.transport = fuse::Transport::kDev;
+    } else if (a.transport == "uring") {
+      // Asked for by name: refused here, with what to change, where the kernel would not give it.
+      if (Status offered = fuse::UringOffered(); !offered.ok()) return Fail(offered);
+      d.transport = fuse::Transport::kUring;
+    } else {
+      return Fail(Status(Code::kInvalidArgument,
+                         "unknown transport '" + a.transport + "' (auto, uring or dev)"));
+    }
   }
   if (!a.stats_file.empty()) {
     // The daemon changes to / when it detaches: keep the path absolute.
@@ -435,9 +454,13 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
                     "The kernel's read-ahead for the mount in KiB, which bounds the size of "
                     "sequential read requests (default 2048; 0 keeps the kernel's 128; set only "
                     "when mounting as root)");
+    cmd->add_option("--transport", a->transport,
+                    "How the kernel hands requests to the daemon: uring (FUSE over io_uring, "
+                    "Linux 6.14+ with the fuse module's enable_uring on), dev (/dev/fuse), or auto "
+                    "(the default: io_uring where the kernel offers it); --stats-file shows which");
     cmd->footer(
         "From /etc/fstab: CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=FILE[,OPTIONS] 0 0\n"
-        "(also idle=, stats_file=, handle_cache=, readahead=, shared, noxattr, noacl, ro and FUSE "
+        "(also idle=, stats_file=, handle_cache=, readahead=, transport=, shared, noxattr, noacl, ro and FUSE "
         "options "
         "such as "
         "allow_other).");

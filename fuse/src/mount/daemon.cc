@@ -50,6 +50,12 @@ void WriteStats(Filesystem& fs, const std::string& path) {
   j["handle_lookups"] = nodes.handle_lookups;
   j["getattrs"] = nodes.getattrs;
   j["getxattrs"] = nodes.getxattrs;
+  const TransportStats transport = DeviceIoStats();
+  j["transport"] = transport.transport;
+  j["requests_dev"] = transport.dev_requests;
+  j["requests_uring"] = transport.uring_requests;
+  j["uring_queues"] = transport.queues;
+  j["uring_queue_depth"] = transport.depth;
   const std::string json = j.dump(2) + "\n";
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "we");
@@ -224,7 +230,8 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
     // also after a remount changes them.
     if (!real_mountpoint.empty())
       fs.WatchAtimeOptions([real_mountpoint] { return FindOwnMount(real_mountpoint).options; });
-    if (!TakeOverDeviceIo(se)) Log("device I/O: libfuse refused; set-ID bits left to the kernel");
+    if (!TakeOverDeviceIo(se, o.transport))
+      Log("device I/O: libfuse refused; set-ID bits left to the kernel, requests on /dev/fuse");
     if (!o.foreground) LogToSyslog();
     if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
       std::fprintf(stderr, "sigilfs: cannot daemonize\n");
@@ -250,6 +257,8 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
       rc = loop == 0 || loop == SIGINT || loop == SIGTERM || loop == SIGHUP ? 0 : 1;
       fuse_loop_cfg_destroy(cfg);
     }
+    // The ring's threads end first: a request they serve after this would race the unmount.
+    StopDeviceIo();
     fs.FlushAll();  // every dirty page reaches the cipher files before the mount goes away
     if (!o.stats_file.empty()) WriteStats(fs, o.stats_file);
     fuse_session_unmount(se);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "filesystem.h"
+#include "uring_transport.h"
 #include "sigilfs/core/volume.h"
 
 namespace sigilfs::fuse {
@@ -31,6 +32,8 @@ struct DaemonOptions {
   std::vector<std::string> fuse_options;  // passed to the kernel mount (allow_other, ...)
   // Other mounts serve the vault at the same time (the volume's page layer is in shared mode).
   bool shared = false;
+  // How requests reach the daemon (-o transport=auto|uring|dev).
+  Transport transport = Transport::kAuto;
   // Called in the serving process once it has detached (fuse_daemonize forks).
   std::function<void()> on_serving;
 };

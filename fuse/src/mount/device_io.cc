@@ -1,50 +1,71 @@
-// The daemon's reads and writes of the FUSE device: FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14.
+// The daemon's reads and writes of the FUSE device: FUSE_HANDLE_KILLPRIV_V2 for libfuse 3.14,
+// and the INIT reply that hands requests to the io_uring transport.
 #include "device_io.h"
 
-#include <linux/fuse.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "log.h"
+#include "uring_abi.h"
+#include "uring_transport.h"
 
 namespace sigilfs::fuse {
 namespace {
 
-// INIT, as the kernel sent it: which request to amend the reply of, and whether it may be.
+// INIT, as the kernel sent it: which request to amend the reply of, and what it offered.
 std::atomic<uint64_t> g_init_unique{0};
-std::atomic<bool> g_offered{false};
+std::atomic<bool> g_offered{false};        // FUSE_HANDLE_KILLPRIV_V2
+std::atomic<bool> g_uring_offered{false};  // FUSE_OVER_IO_URING
 
-// Set by Read for the request this thread goes on to serve (libfuse reads a request and runs
-// its handler on the same thread).
+std::atomic<fuse_session*> g_session{nullptr};
+Transport g_transport = Transport::kAuto;
+std::atomic<uint64_t> g_dev_requests{0};
+
+// The ring, once started (by the thread that sent the INIT reply); ended by StopDeviceIo.
+std::mutex g_uring_mu;
+// Set once, by the thread that sent the INIT reply; stopped, and kept for its counts, by
+// StopDeviceIo.
+std::unique_ptr<UringTransport> g_uring;
+
+// Set for the request this thread goes on to serve (libfuse reads a request and runs its handler
+// on the same thread; a ring thread serves the request its entry holds).
 thread_local bool t_clears_set_id = false;
 thread_local bool t_direct_write = false;
 std::atomic<bool> g_taken_over{false};
 
 // Whether request argument T, following the header in `buf`, has `mask` set in `field`.
 template <typename T>
-bool Flagged(const void* buf, ssize_t n, uint32_t T::*field, uint32_t mask) {
+bool Flagged(const void* buf, size_t n, uint32_t T::*field, uint32_t mask) {
   T arg;
-  if (n < static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof arg)) return false;
+  if (n < sizeof(fuse_in_header) + sizeof arg) return false;
   std::memcpy(&arg, static_cast<const char*>(buf) + sizeof(fuse_in_header), sizeof arg);
   return (arg.*field & mask) != 0;
 }
 
-ssize_t Read(int fd, void* buf, size_t len, void*) {
-  const ssize_t n = ::read(fd, buf, len);
+// Notes what the request in `buf` (`n` bytes) asks beyond its arguments, for this thread.
+void NoteRequest(const void* buf, size_t n) {
   t_clears_set_id = false;
   t_direct_write = false;
-  if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) return n;
+  if (n < sizeof(fuse_in_header)) return;
   fuse_in_header in;
   std::memcpy(&in, buf, sizeof in);
   switch (in.opcode) {
     case FUSE_INIT: {
-      // major, minor, max_readahead, flags: the fields every protocol version has.
-      uint32_t head[4];
-      if (n >= static_cast<ssize_t>(sizeof in + sizeof head)) {
-        std::memcpy(head, static_cast<const char*>(buf) + sizeof in, sizeof head);
+      // major, minor, max_readahead, flags, flags2 (the last only with FUSE_INIT_EXT).
+      uint32_t head[5] = {};
+      if (n >= sizeof in + 4 * sizeof(uint32_t)) {
+        std::memcpy(head, static_cast<const char*>(buf) + sizeof in,
+                    std::min(sizeof head, n - sizeof in));
         g_offered.store((head[3] & FUSE_HANDLE_KILLPRIV_V2) != 0);
+        g_uring_offered.store((head[3] & FUSE_INIT_EXT) != 0 &&
+                              (head[4] & static_cast<uint32_t>(FUSE_OVER_IO_URING >> 32)) != 0);
         g_init_unique.store(in.unique);
       }
       break;
@@ -67,34 +88,116 @@ ssize_t Read(int fd, void* buf, size_t len, void*) {
     default:
       break;
   }
+}
+
+ssize_t Read(int fd, void* buf, size_t len, void*) {
+  const ssize_t n = ::read(fd, buf, len);
+  if (n > 0) {
+    g_dev_requests.fetch_add(1, std::memory_order_relaxed);
+    NoteRequest(buf, static_cast<size_t>(n));
+  } else {
+    NoteRequest(buf, 0);
+  }
   return n;
 }
 
+// A request from the ring, served on the entry's thread as a read one would be.
+void ServeFromRing(void* msg, size_t size) {
+  NoteRequest(msg, size);
+  fuse_buf buf{};
+  buf.mem = msg;
+  buf.size = size;
+  fuse_session_process_buf(g_session.load(), &buf);
+}
+
+// The payload an entry needs: the largest write or read the kernel may send or ask for, as
+// fuse_init_out's max_write and max_pages say (the kernel refuses smaller entries).
+size_t PayloadSize(const iovec& init_out) {
+  uint32_t max_write = 0;
+  uint16_t max_pages = 0;
+  const auto* bytes = static_cast<const char*>(init_out.iov_base);
+  if (init_out.iov_len >= offsetof(fuse_init_out, max_pages) + sizeof max_pages) {
+    std::memcpy(&max_write, bytes + offsetof(fuse_init_out, max_write), sizeof max_write);
+    std::memcpy(&max_pages, bytes + offsetof(fuse_init_out, max_pages), sizeof max_pages);
+  }
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return std::max<size_t>({max_write, size_t{max_pages} * page, 32 * page, FUSE_MIN_READ_BUFFER});
+}
+
 ssize_t Writev(int fd, iovec* iov, int count, void*) {
+  if (UringTransport::TakeReply(iov, count)) {
+    size_t total = 0;
+    for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+    return static_cast<ssize_t>(total);
+  }
   const uint64_t init = g_init_unique.load();
+  bool start_ring = false;
+  size_t payload = 0;
   if (init != 0 && count >= 2 && iov[0].iov_len >= sizeof(fuse_out_header) &&
       iov[1].iov_len >= 4 * sizeof(uint32_t)) {
     fuse_out_header out;
     std::memcpy(&out, iov[0].iov_base, sizeof out);
     if (out.unique == init && out.error == 0) {
       g_init_unique.store(0);
-      if (g_offered.load()) {
-        // fuse_init_out: major, minor, max_readahead, flags, ...
-        auto* words = static_cast<uint32_t*>(iov[1].iov_base);
-        words[3] |= FUSE_HANDLE_KILLPRIV_V2;
+      // fuse_init_out: major, minor, max_readahead, flags, ..., flags2 at its offset.
+      auto* words = static_cast<uint32_t*>(iov[1].iov_base);
+      if (g_offered.load()) words[3] |= FUSE_HANDLE_KILLPRIV_V2;
+      if (g_uring_offered.load() && g_transport != Transport::kDev &&
+          iov[1].iov_len >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
+        words[3] |= FUSE_INIT_EXT;
+        uint32_t flags2 = 0;
+        char* flags2_at = static_cast<char*>(iov[1].iov_base) + offsetof(fuse_init_out, flags2);
+        std::memcpy(&flags2, flags2_at, sizeof flags2);
+        flags2 |= static_cast<uint32_t>(FUSE_OVER_IO_URING >> 32);
+        std::memcpy(flags2_at, &flags2, sizeof flags2);
+        start_ring = true;
+        payload = PayloadSize(iov[1]);
+      } else if (g_transport == Transport::kUring) {
+        Log("io_uring transport: the kernel did not offer it; requests go over /dev/fuse");
       }
     }
   }
-  return ::writev(fd, iov, count);
+  const ssize_t n = ::writev(fd, iov, count);
+  // The kernel registers ring entries only once it has taken the INIT reply.
+  if (start_ring && n >= 0) {
+    std::lock_guard<std::mutex> lock(g_uring_mu);
+    g_uring = std::make_unique<UringTransport>(fd, payload, ServeFromRing);
+  }
+  return n;
 }
 
 }  // namespace
 
-bool TakeOverDeviceIo(fuse_session* se) {
+bool TakeOverDeviceIo(fuse_session* se, Transport transport) {
   static const fuse_custom_io io = {Writev, Read, nullptr, nullptr};
+  g_session.store(se);
+  g_transport = transport;
   const bool taken = fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
   g_taken_over.store(taken);
   return taken;
+}
+
+void StopDeviceIo() {
+  UringTransport* ring = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_uring_mu);
+    ring = g_uring.get();
+  }
+  // Outside the lock: the threads' last requests may still ask for the stats.
+  if (ring != nullptr) ring->Stop();
+}
+
+TransportStats DeviceIoStats() {
+  TransportStats s;
+  s.dev_requests = g_dev_requests.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_uring_mu);
+  if (g_uring != nullptr) {
+    s.uring_requests = g_uring->requests();
+    s.queues = g_uring->queues();
+    s.depth = g_uring->depth();
+    if (!g_uring->failed()) s.transport = "uring";
+  }
+  return s;
 }
 
 bool RequestClearsSetId() { return t_clears_set_id; }

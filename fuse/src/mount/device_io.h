@@ -1,8 +1,11 @@
 // The daemon's reads and writes of the FUSE device, for what libfuse 3.14 cannot negotiate:
-// clearing set-ID bits in the daemon (FUSE_HANDLE_KILLPRIV_V2).
+// clearing set-ID bits in the daemon (FUSE_HANDLE_KILLPRIV_V2), and requests over io_uring.
 #pragma once
 
+#include <cstdint>
+
 #include "lowlevel.h"
+#include "uring_transport.h"
 
 namespace sigilfs::fuse {
 
@@ -11,8 +14,25 @@ namespace sigilfs::fuse {
 // kernel no longer asks for `security.capability` before every write (a round trip per
 // write(2): half of a 4 KiB write's time), and leaves clearing set-user-ID and set-group-ID on
 // write, truncate and O_TRUNC to the daemon, flagging the requests that need it (see
-// RequestClearsSetId). Returns false, changing nothing, if libfuse refuses.
-bool TakeOverDeviceIo(fuse_session* se);
+// RequestClearsSetId). With `transport` other than kDev the reply also accepts io_uring where the
+// kernel offers it, and the ring's threads start once the kernel has taken it. Returns false,
+// changing nothing, if libfuse refuses.
+bool TakeOverDeviceIo(fuse_session* se, Transport transport);
+
+// Ends the ring's threads, if any: after the session loop, before the session is destroyed
+// (their waiting commands hold the device open, so the kernel could not end a lazily unmounted
+// connection while they wait).
+void StopDeviceIo();
+
+// Which transport the mount uses and what went through each.
+struct TransportStats {
+  const char* transport = "dev";  // "uring" once the ring serves requests, else "dev"
+  uint64_t dev_requests = 0;      // requests read from /dev/fuse (INIT, FORGET, INTERRUPT, ...)
+  uint64_t uring_requests = 0;    // requests served through the ring
+  unsigned queues = 0;            // the ring's queues (one per possible CPU) and entries in each
+  unsigned depth = 0;
+};
+TransportStats DeviceIoStats();
 
 // Whether the request this thread is serving is a write, a truncate or an O_TRUNC open by a
 // caller without CAP_FSETID, after which set-user-ID, and set-group-ID where the group may

@@ -1,0 +1,294 @@
+// FUSE requests over io_uring: one thread and one small ring per entry, pinned to its queue's CPU.
+#include "uring_transport.h"
+
+#include <liburing.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "log.h"
+#include "uring_abi.h"
+
+namespace sigilfs::fuse {
+namespace {
+
+// What a completion is for.
+constexpr uint64_t kFetched = 1;  // the entry holds a request (or the kernel ended it)
+constexpr uint64_t kStop = 2;     // the stop eventfd became readable
+
+// Room in front of an entry's payload for the request's header and its op's argument, so the
+// request reaches libfuse in one piece, as from /dev/fuse, without moving its payload.
+constexpr size_t kHeadroom = 4096;
+
+// The request this thread is serving, for TakeReply.
+thread_local struct Serving {
+  fuse_uring_req_header* header = nullptr;
+  char* payload = nullptr;
+  size_t payload_size = 0;
+  uint64_t unique = 0;
+  bool replied = false;
+} t_serving;
+
+std::string ReadLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The kernel's queue count: one per possible CPU (its nr_cpu_ids), from "0-N" ranges.
+unsigned PossibleCpus() {
+  const std::string s = ReadLine("/sys/devices/system/cpu/possible");
+  unsigned highest = 0;
+  bool any = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t end = s.find(',', i);
+    if (end == std::string::npos) end = s.size();
+    const std::string range = s.substr(i, end - i);
+    const size_t dash = range.find('-');
+    try {
+      highest = std::max(highest, static_cast<unsigned>(
+                                      std::stoul(dash == std::string::npos ? range
+                                                                           : range.substr(dash + 1))));
+      any = true;
+    } catch (const std::exception&) {
+    }
+    i = end + 1;
+  }
+  if (!any) {
+    const long n = ::sysconf(_SC_NPROCESSORS_CONF);
+    return n > 0 ? static_cast<unsigned>(n) : 1;
+  }
+  return highest + 1;
+}
+
+// Queues a URING_CMD on /dev/fuse for an entry: REGISTER gives its buffers `iov`,
+// COMMIT_AND_FETCH its reply. False if the ring has no free SQE (it has room for both of the
+// thread's commands, so never).
+bool PrepareCommand(io_uring* ring, int fd, uint32_t op, uint16_t qid, uint64_t commit_id,
+                    const iovec* iov) {
+  io_uring_sqe* sqe = ::io_uring_get_sqe(ring);
+  if (sqe == nullptr) return false;
+  // A 128-byte SQE: the command's data runs past struct io_uring_sqe, which GCC cannot know.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+  std::memset(sqe, 0, 2 * sizeof *sqe);
+  sqe->opcode = IORING_OP_URING_CMD;
+  sqe->fd = fd;
+  sqe->cmd_op = op;
+  if (op == FUSE_IO_URING_CMD_REGISTER) {
+    sqe->addr = reinterpret_cast<uint64_t>(iov);
+    sqe->len = 2;
+  }
+  fuse_uring_cmd_req req{};
+  req.qid = qid;
+  req.commit_id = commit_id;
+  std::memcpy(sqe->cmd, &req, sizeof req);
+#pragma GCC diagnostic pop
+  sqe->user_data = kFetched;
+  return true;
+}
+
+}  // namespace
+
+Status UringOffered() {
+  const std::string param = ReadLine("/sys/module/fuse/parameters/enable_uring");
+  if (param.empty())
+    return Status(Code::kNotSupported,
+                  "this kernel has no FUSE over io_uring (Linux 6.14 or later has it)");
+  if (param != "Y" && param != "1")
+    return Status(Code::kNotSupported,
+                  "FUSE over io_uring is off: as root, echo Y > "
+                  "/sys/module/fuse/parameters/enable_uring (or add 'options fuse enable_uring=1' "
+                  "to a file in /etc/modprobe.d)");
+  const std::string disabled = ReadLine("/proc/sys/kernel/io_uring_disabled");
+  if (disabled == "2")
+    return Status(Code::kNotSupported, "io_uring is disabled (kernel.io_uring_disabled = 2)");
+  return Status::Ok();
+}
+
+struct UringTransport::Entry {
+  fuse_uring_req_header* header = nullptr;
+  char* area = nullptr;  // kHeadroom, then the payload
+  size_t area_size = 0;
+  iovec iov[2]{};
+};
+
+UringTransport::UringTransport(int fd, size_t payload_size, Serve serve, unsigned depth)
+    : fd_(fd),
+      payload_size_(payload_size),
+      serve_(serve),
+      queues_(PossibleCpus()),
+      depth_(depth == 0 ? 1 : depth) {
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) {
+    Fail(std::string("eventfd: ") + std::strerror(errno));
+    return;
+  }
+  threads_.reserve(static_cast<size_t>(queues_) * depth_);
+  for (unsigned q = 0; q < queues_; ++q)
+    for (unsigned i = 0; i < depth_; ++i) threads_.emplace_back([this, q, i] { Run(q, i); });
+}
+
+void UringTransport::Stop() {
+  if (stop_fd_ < 0) return;
+  const uint64_t one = 1;
+  (void)!::write(stop_fd_, &one, sizeof one);
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  ::close(stop_fd_);
+  stop_fd_ = -1;
+}
+
+void UringTransport::Fail(const std::string& what) {
+  if (!failed_.exchange(true)) {
+    Log("io_uring transport: %s; requests go on over /dev/fuse", what.c_str());
+  }
+}
+
+bool UringTransport::TakeReply(const iovec* iov, int count) {
+  Serving& s = t_serving;
+  if (s.header == nullptr || s.replied || count < 1 || iov[0].iov_len < sizeof(fuse_out_header))
+    return false;
+  fuse_out_header out;
+  std::memcpy(&out, iov[0].iov_base, sizeof out);
+  if (out.unique != s.unique) return false;
+  size_t n = 0;
+  for (int i = 1; i < count; ++i) {
+    if (iov[i].iov_len > s.payload_size - n) {  // cannot happen: replies fit the request's max
+      out.error = -EIO;
+      n = 0;
+      break;
+    }
+    // memmove: a reply may carry bytes from the request's own payload.
+    std::memmove(s.payload + n, iov[i].iov_base, iov[i].iov_len);
+    n += iov[i].iov_len;
+  }
+  out.len = static_cast<uint32_t>(sizeof out + n);
+  std::memcpy(s.header->in_out, &out, sizeof out);
+  s.header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(n);
+  s.replied = true;
+  return true;
+}
+
+void UringTransport::Run(unsigned qid, unsigned index) {
+  // Signals go to libfuse's threads, whose blocked read of /dev/fuse SIGTERM must interrupt.
+  sigset_t all;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  char name[16];
+  std::snprintf(name, sizeof name, "sigilfs-q%u.%u", qid, index);
+  ::pthread_setname_np(::pthread_self(), name);
+  // The kernel queues a request on the queue of the CPU its caller runs on: serving it on the
+  // same CPU keeps the wake-up local. A CPU this process may not use leaves the thread free.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(qid, &cpus);
+  (void)::sched_setaffinity(0, sizeof cpus, &cpus);
+
+  Entry e;
+  e.area_size = kHeadroom + payload_size_;
+  void* area = ::mmap(nullptr, e.area_size + sizeof(fuse_uring_req_header),
+                      PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) {
+    Fail(std::string("entry buffers: ") + std::strerror(errno));
+    return;
+  }
+  e.area = static_cast<char*>(area);
+  e.header = reinterpret_cast<fuse_uring_req_header*>(e.area + e.area_size);
+  e.iov[0] = {e.header, sizeof *e.header};
+  e.iov[1] = {e.area + kHeadroom, payload_size_};
+
+  io_uring ring;
+  // One submitter, which is also the only waiter: completions' work runs when it waits.
+  int err = ::io_uring_queue_init(
+      4, &ring, IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+  if (err == -EINVAL) err = ::io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
+  if (err < 0) {
+    Fail(std::string("io_uring_queue_init: ") + std::strerror(-err));
+    ::munmap(area, e.area_size + sizeof(fuse_uring_req_header));
+    return;
+  }
+
+  bool stop = false;
+  if (io_uring_sqe* sqe = ::io_uring_get_sqe(&ring); sqe != nullptr) {
+    ::io_uring_prep_poll_add(sqe, stop_fd_, POLLIN);
+    sqe->user_data = kStop;
+  }
+  if (!PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_REGISTER, static_cast<uint16_t>(qid), 0,
+                      e.iov)) {
+    Fail("no room in a new ring");
+    stop = true;
+  }
+  bool registered = false;
+  while (!stop) {
+    err = ::io_uring_submit_and_wait(&ring, 1);
+    if (err < 0 && err != -EINTR) {
+      Fail(std::string("io_uring_submit_and_wait: ") + std::strerror(-err));
+      break;
+    }
+    io_uring_cqe* cqe = nullptr;
+    unsigned head = 0;
+    unsigned seen = 0;
+    bool fetched = false;
+    int res = 0;
+    io_uring_for_each_cqe(&ring, head, cqe) {
+      ++seen;
+      if (cqe->user_data == kStop) stop = true;
+      if (cqe->user_data == kFetched) {
+        fetched = true;
+        res = cqe->res;
+      }
+    }
+    ::io_uring_cq_advance(&ring, seen);
+    if (stop || !fetched) continue;
+    if (res < 0) {
+      // ENOTCONN, ENODEV, ECANCELED: the connection is going away; anything else on the first
+      // command is the kernel declining the ring.
+      if (!registered && res != -ENOTCONN && res != -ENODEV && res != -ECANCELED)
+        Fail(std::string("registering an entry: ") + std::strerror(-res));
+      break;
+    }
+    registered = true;
+    // The request: its header and its op's argument in front of the payload, as one message.
+    fuse_in_header in;
+    std::memcpy(&in, e.header->in_out, sizeof in);
+    const fuse_uring_ent_in_out io = e.header->ring_ent_in_out;
+    const size_t payload = std::min<size_t>(io.payload_sz, payload_size_);
+    size_t op = in.len >= sizeof in + payload ? in.len - sizeof in - payload : 0;
+    op = std::min<size_t>(op, FUSE_URING_OP_IN_OUT_SZ);
+    char* msg = e.area + kHeadroom - op - sizeof in;
+    in.len = static_cast<uint32_t>(sizeof in + op + payload);
+    std::memcpy(msg, &in, sizeof in);
+    std::memcpy(msg + sizeof in, e.header->op_in, op);
+    t_serving = {e.header, e.area + kHeadroom, payload_size_, in.unique, false};
+    serve_(msg, in.len);
+    if (!t_serving.replied) {
+      // Every request the ring carries has a reply; one never sent would hold the entry.
+      Log("io_uring transport: no reply to request %llu (opcode %u)",
+          static_cast<unsigned long long>(in.unique), in.opcode);
+      const fuse_out_header out{sizeof(fuse_out_header), -EIO, in.unique};
+      std::memcpy(e.header->in_out, &out, sizeof out);
+      e.header->ring_ent_in_out.payload_sz = 0;
+    }
+    t_serving = {};
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    if (!PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
+                        static_cast<uint16_t>(qid), io.commit_id, e.iov))
+      break;
+  }
+  // Leaving the ring cancels a command still waiting in the kernel.
+  ::io_uring_queue_exit(&ring);
+  ::munmap(area, e.area_size + sizeof(fuse_uring_req_header));
+}
+
+}  // namespace sigilfs::fuse

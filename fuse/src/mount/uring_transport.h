@@ -1,0 +1,76 @@
+// FUSE requests over io_uring (Linux 6.14+): ring entries per CPU queue, each served by a
+// thread of its own, replies committed with the fetch of the next request.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sigilfs/status.h"
+
+namespace sigilfs::fuse {
+
+// How requests reach the daemon: over io_uring where the kernel offers it (auto), only over
+// /dev/fuse (dev), or over io_uring or not at all (uring: the mount checks the kernel first).
+enum class Transport { kAuto, kDev, kUring };
+
+// Whether this kernel carries FUSE requests over io_uring for a new mount: the fuse module's
+// `enable_uring` parameter is on and io_uring is not disabled. The error says what to change.
+Status UringOffered();
+
+class UringTransport {
+ public:
+  // Serves one request: `msg` holds it as /dev/fuse would give it (header, the op's argument,
+  // payload), `size` bytes, writable. The reply comes back through TakeReply on this thread.
+  using Serve = void (*)(void* msg, size_t size);
+
+  // Registers `depth` entries on each of the kernel's queues (one per possible CPU) on the
+  // session's `fd`, once the kernel has taken the INIT reply that accepted io_uring, each entry
+  // with `payload_size` bytes for a request's or reply's arguments. Until every queue has an
+  // entry the kernel keeps sending requests on /dev/fuse. Registration failures are counted,
+  // not fatal: the kernel then goes on with /dev/fuse.
+  UringTransport(int fd, size_t payload_size, Serve serve, unsigned depth = kDefaultDepth);
+  ~UringTransport() { Stop(); }
+  // Ends every thread, once each has replied to the request it serves: each leaves its ring, so
+  // the kernel cancels its waiting entry. Called once, by one thread.
+  void Stop();
+  UringTransport(const UringTransport&) = delete;
+  UringTransport& operator=(const UringTransport&) = delete;
+
+  // Takes the reply `iov[0..count)` (fuse_out_header first) if it answers the ring request this
+  // thread is serving: it goes into the entry's buffers and is sent with the next fetch.
+  static bool TakeReply(const iovec* iov, int count);
+
+  // Requests served through the ring so far.
+  uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  unsigned queues() const { return queues_; }
+  unsigned depth() const { return depth_; }
+  // Whether an entry failed (the kernel declined the ring, or setting one up failed): requests
+  // then stay on /dev/fuse.
+  bool failed() const { return failed_.load(); }
+
+  static constexpr unsigned kDefaultDepth = 8;
+
+ private:
+  struct Entry;
+  void Run(unsigned qid, unsigned index);
+  void Fail(const std::string& what);
+
+  const int fd_;
+  const size_t payload_size_;
+  const Serve serve_;
+  const unsigned queues_;
+  const unsigned depth_;
+  int stop_fd_ = -1;  // eventfd: readable once the threads are to end
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<bool> failed_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace sigilfs::fuse
