@@ -1,7 +1,9 @@
 # The filesystems benchmarks/compare measures: how each is created, mounted and unmounted.
+import atexit
 import contextlib
 import os
 import re
+import resource
 import socket
 import subprocess
 import time
@@ -249,12 +251,22 @@ class Passthrough(System):
             f"{quote(self.source)} $(pkg-config --cflags --libs fuse3)", shell=True)
 
     def daemon_command(self, cipher, mnt):
-        return [self.binary, "-f", "-o", f"source={cipher}", mnt], None, None
+        # It keeps a descriptor per inode the kernel knows: with the default soft limit of 1024
+        # it fails a directory of 100,000 files ("Too many open files"). Raised to the hard
+        # limit, as libfuse's passthrough_hp does for itself, and as root past it to the
+        # kernel's ceiling (fs.nr_open): the hard limit may be lower than the directory is large.
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if os.geteuid() == 0:
+            with open("/proc/sys/fs/nr_open") as f:
+                hard = max(hard, int(f.read()))
+        return (["prlimit", f"--nofile={hard}:{hard}", self.binary, "-f", "-o",
+                 f"source={cipher}", mnt], None, None)
 
 
 class Sigilfs(System):
     name = "sigilfs"
-    config = "vault defaults (AES-256-GCM), test KDF"
+    config = "vault defaults (AES-256-GCM), test KDF, requests over /dev/fuse"
+    transport = "dev"
 
     def missing(self):
         if not os.access(self.ctx.sigilfs, os.X_OK):
@@ -279,8 +291,8 @@ class Sigilfs(System):
              "--passfile", self.ctx.passfile])
 
     def daemon_command(self, cipher, mnt):
-        return ([self.ctx.sigilfs, "mount", cipher, mnt, "-f", "--passfile", self.ctx.passfile],
-                None, None)
+        return ([self.ctx.sigilfs, "mount", cipher, mnt, "-f", "--passfile", self.ctx.passfile,
+                 "--transport", self.transport], None, None)
 
     def unmount_command(self, mnt):
         return [self.ctx.sigilfs, "unmount", mnt]
@@ -299,6 +311,40 @@ class Sigilfs(System):
     def check_backup(self, copy, plain, base):
         run([self.ctx.sigilfs, "verify-backup", "-q", copy, plain, "--passfile",
              self.ctx.passfile])
+
+
+class SigilfsUring(Sigilfs):
+    name = "sigilfs-uring"
+    config = "as sigilfs, requests over io_uring (--transport uring)"
+    transport = "uring"
+    shared_variant = None
+    reverse = False
+
+    def missing(self):
+        if not os.path.exists(URING_SWITCH):
+            return "this kernel has no FUSE over io_uring (Linux 6.14 or later has it)"
+        if os.geteuid() != 0:
+            return f"turning {URING_SWITCH} on needs root"
+        return super().missing()
+
+    def prepare(self):
+        # The kernel's switch, on for the run and put back as it was when the harness exits.
+        with open(URING_SWITCH) as f:
+            before = f.read().strip()
+        if before != "Y":
+            atexit.register(_write, URING_SWITCH, before)
+            _write(URING_SWITCH, "Y")
+
+    def version(self):
+        return super().version() + f", kernel {os.uname().release}"
+
+
+URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
 
 
 class Gocryptfs(System):
@@ -388,7 +434,7 @@ class Cryfs(System):
         return (["cryfs", "-f", "--cipher", "aes-256-gcm", cipher, mnt], PASSPHRASE + "\n", env)
 
 
-ALL = [Raw, Passthrough, Sigilfs, Gocryptfs, Securefs, Encfs, Cryfs]
+ALL = [Raw, Passthrough, Sigilfs, SigilfsUring, Gocryptfs, Securefs, Encfs, Cryfs]
 NAMES = [cls.name for cls in ALL]
 
 

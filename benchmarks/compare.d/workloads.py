@@ -131,6 +131,19 @@ def tree(ctx, system, mnt, emit):
     emit("tree", "rm -rf", "s", timed(["rm", "-rf", dest], settle=True))
 
 
+def listing(ctx, system, mnt, emit):
+    """Many files in one directory: made, then listed cold with their attributes."""
+    dest = os.path.join(mnt, "many")
+    os.makedirs(dest)
+    n = ctx.listing_files
+    # One process making them all (touch in batches), so the figure is the filesystem's.
+    script = (f"cd {quote(dest)} && seq -f 'f%06.0f' 0 {n - 1} | xargs touch && sync -f .")
+    emit("listing", f"create {n} files", "s", timed(pipeline(script)))
+    drop_caches()
+    seconds = timed(pipeline(f"ls -l {quote(dest)} | tail -1 >/dev/null"))
+    emit("listing", f"ls -l {n} files (cold)", "s", seconds)
+
+
 def shared(ctx, system, mnt, emit):
     """A tree copied into a vault whose cipher directory is on sshfs, and tarred out cold."""
     dest = os.path.join(mnt, "tree")
@@ -208,6 +221,7 @@ GROUPS = [
     Group("dd", dd),
     Group("partial", partial),
     Group("tree", tree),
+    Group("listing", listing),
     Group("verity", verity, only={"sigilfs"}),
     Group("backup", backup, reverse=True),
     Group("shared", shared, shared=True),

@@ -143,7 +143,8 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
       auto* words = static_cast<uint32_t*>(iov[1].iov_base);
       if (g_offered.load()) words[3] |= FUSE_HANDLE_KILLPRIV_V2;
       if (g_uring_offered.load() && g_transport != Transport::kDev &&
-          iov[1].iov_len >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
+          iov[1].iov_len >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t) &&
+          UringTransport::CanStart()) {
         words[3] |= FUSE_INIT_EXT;
         uint32_t flags2 = 0;
         char* flags2_at = static_cast<char*>(iov[1].iov_base) + offsetof(fuse_init_out, flags2);
@@ -152,7 +153,7 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
         std::memcpy(flags2_at, &flags2, sizeof flags2);
         start_ring = true;
         payload = PayloadSize(iov[1]);
-      } else if (g_transport == Transport::kUring) {
+      } else if (g_transport == Transport::kUring && !g_uring_offered.load()) {
         Log("io_uring transport: the kernel did not offer it; requests go over /dev/fuse");
       }
     }

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -114,6 +115,22 @@ Status UringOffered() {
   if (disabled == "2")
     return Status(Code::kNotSupported, "io_uring is disabled (kernel.io_uring_disabled = 2)");
   return Status::Ok();
+}
+
+unsigned UringTransport::DefaultDepth() {
+  return std::clamp(32 / std::max(1u, PossibleCpus()), 2u, 8u);
+}
+
+bool UringTransport::CanStart() {
+  io_uring ring;
+  const int err = ::io_uring_queue_init(2, &ring, IORING_SETUP_SQE128);
+  if (err < 0) {
+    Log("io_uring transport: cannot set up a ring (%s); requests go over /dev/fuse",
+        std::strerror(-err));
+    return false;
+  }
+  ::io_uring_queue_exit(&ring);
+  return true;
 }
 
 struct UringTransport::Entry {

@@ -35,7 +35,7 @@ class UringTransport {
   // with `payload_size` bytes for a request's or reply's arguments. Until every queue has an
   // entry the kernel keeps sending requests on /dev/fuse. Registration failures are counted,
   // not fatal: the kernel then goes on with /dev/fuse.
-  UringTransport(int fd, size_t payload_size, Serve serve, unsigned depth = kDefaultDepth);
+  UringTransport(int fd, size_t payload_size, Serve serve, unsigned depth = DefaultDepth());
   ~UringTransport() { Stop(); }
   // Ends every thread, once each has replied to the request it serves: each leaves its ring, so
   // the kernel cancels its waiting entry. Called once, by one thread.
@@ -55,7 +55,14 @@ class UringTransport {
   // then stay on /dev/fuse.
   bool failed() const { return failed_.load(); }
 
-  static constexpr unsigned kDefaultDepth = 8;
+  // Entries per queue: 8 on machines of up to 4 CPUs, fewer on larger ones (at least 2), so the
+  // threads number about 32 and their buffers (a megabyte each, touched as used) stay few.
+  static unsigned DefaultDepth();
+
+  // Whether this process can set up a ring for the transport at all (io_uring may be disabled,
+  // or limited to a group): asked before the INIT reply accepts io_uring, since once accepted
+  // the kernel holds requests back until every queue has an entry. Logs why not.
+  static bool CanStart();
 
  private:
   struct Entry;
