@@ -254,11 +254,17 @@ class Passthrough(System):
         # It keeps a descriptor per inode the kernel knows: with the default soft limit of 1024
         # it fails a directory of 100,000 files ("Too many open files"). Raised to the hard
         # limit, as libfuse's passthrough_hp does for itself, and as root past it to the
-        # kernel's ceiling (fs.nr_open): the hard limit may be lower than the directory is large.
-        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        # kernel's ceiling (fs.nr_open) where that is allowed: the hard limit may be lower than
+        # the directory is large.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if os.geteuid() == 0:
             with open("/proc/sys/fs/nr_open") as f:
-                hard = max(hard, int(f.read()))
+                ceiling = int(f.read())
+            try:  # the harness's own hard limit, which the daemon inherits
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, ceiling))
+                hard = ceiling
+            except (ValueError, OSError):
+                pass  # not allowed here (no CAP_SYS_RESOURCE): the hard limit it is
         return (["prlimit", f"--nofile={hard}:{hard}", self.binary, "-f", "-o",
                  f"source={cipher}", mnt], None, None)
 

@@ -95,8 +95,7 @@ TEST_F(MountUringTest, StatsSayWhichTransportServesAndHowManyRequestsEachCarried
     if (uring) {
       // INIT comes over /dev/fuse; the 20 creates, writes and reads over the ring.
       EXPECT_GE(j.value("requests_uring", 0), 60) << j.dump();
-      EXPECT_EQ(j.value("uring_queues", 0u),
-                static_cast<unsigned>(::sysconf(_SC_NPROCESSORS_CONF)))
+      EXPECT_EQ(j.value("uring_queues", 0u), static_cast<unsigned>(::sysconf(_SC_NPROCESSORS_CONF)))
           << j.dump();
     } else {
       EXPECT_EQ(j.value("requests_uring", -1), 0) << j.dump();

@@ -58,7 +58,9 @@ class UringSwitch {
     std::getline(std::ifstream(kUringSwitch), v);
     return v;
   }
-  static bool Write(const std::string& v) { return static_cast<bool>(std::ofstream(kUringSwitch) << v); }
+  static bool Write(const std::string& v) {
+    return static_cast<bool>(std::ofstream(kUringSwitch) << v);
+  }
 
   bool exclusive_;
   int fd_ = -1;

@@ -460,7 +460,8 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
                     "(the default: io_uring where the kernel offers it); --stats-file shows which");
     cmd->footer(
         "From /etc/fstab: CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=FILE[,OPTIONS] 0 0\n"
-        "(also idle=, stats_file=, handle_cache=, readahead=, transport=, shared, noxattr, noacl, ro and FUSE "
+        "(also idle=, stats_file=, handle_cache=, readahead=, transport=, shared, noxattr, noacl, "
+        "ro and FUSE "
         "options "
         "such as "
         "allow_other).");

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "filesystem.h"
-#include "uring_transport.h"
 #include "sigilfs/core/volume.h"
+#include "uring_transport.h"
 
 namespace sigilfs::fuse {
 

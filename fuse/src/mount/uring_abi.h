@@ -34,7 +34,7 @@ struct fuse_uring_req_header {
 // IORING_OP_URING_CMD commands on /dev/fuse (sqe->cmd_op).
 enum fuse_uring_cmd {
   FUSE_IO_URING_CMD_INVALID = 0,
-  FUSE_IO_URING_CMD_REGISTER = 1,           // give an entry's buffers, wait for a request
+  FUSE_IO_URING_CMD_REGISTER = 1,          // give an entry's buffers, wait for a request
   FUSE_IO_URING_CMD_COMMIT_AND_FETCH = 2,  // send a reply, wait for the next request
 };
 

@@ -57,9 +57,8 @@ unsigned PossibleCpus() {
     const std::string range = s.substr(i, end - i);
     const size_t dash = range.find('-');
     try {
-      highest = std::max(highest, static_cast<unsigned>(
-                                      std::stoul(dash == std::string::npos ? range
-                                                                           : range.substr(dash + 1))));
+      highest = std::max(highest, static_cast<unsigned>(std::stoul(
+                                      dash == std::string::npos ? range : range.substr(dash + 1))));
       any = true;
     } catch (const std::exception&) {
     }
@@ -79,7 +78,7 @@ bool PrepareCommand(io_uring* ring, int fd, uint32_t op, uint16_t qid, uint64_t 
                     const iovec* iov) {
   io_uring_sqe* sqe = ::io_uring_get_sqe(ring);
   if (sqe == nullptr) return false;
-  // A 128-byte SQE: the command's data runs past struct io_uring_sqe, which GCC cannot know.
+    // A 128-byte SQE: the command's data runs past struct io_uring_sqe, which GCC cannot know.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Warray-bounds"
   std::memset(sqe, 0, 2 * sizeof *sqe);
@@ -214,8 +213,8 @@ void UringTransport::Run(unsigned qid, unsigned index) {
 
   Entry e;
   e.area_size = kHeadroom + payload_size_;
-  void* area = ::mmap(nullptr, e.area_size + sizeof(fuse_uring_req_header),
-                      PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* area = ::mmap(nullptr, e.area_size + sizeof(fuse_uring_req_header), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (area == MAP_FAILED) {
     Fail(std::string("entry buffers: ") + std::strerror(errno));
     return;
@@ -299,8 +298,8 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     }
     t_serving = {};
     requests_.fetch_add(1, std::memory_order_relaxed);
-    if (!PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
-                        static_cast<uint16_t>(qid), io.commit_id, e.iov))
+    if (!PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, static_cast<uint16_t>(qid),
+                        io.commit_id, e.iov))
       break;
   }
   // Leaving the ring cancels a command still waiting in the kernel.
