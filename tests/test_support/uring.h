@@ -22,16 +22,17 @@ inline bool KernelHasFuseOverUring() { return ::access(kUringSwitch, F_OK) == 0;
 class UringSwitch {
  public:
   explicit UringSwitch(bool on) : exclusive_(!on) {
-    fd_ = ::open("/run/lock/sigilfs-test-uring.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    fd_ = ::open(Path(".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd_ < 0) return;
     // Joining holders of "on": the switch is theirs while any holds the lock shared.
-    if (on && ::flock(fd_, LOCK_SH) == 0 && ::access(kOriginal, F_OK) == 0 && Read() == "Y") {
+    if (on && ::flock(fd_, LOCK_SH) == 0 && ::access(Path(".original").c_str(), F_OK) == 0 &&
+        Read() == "Y") {
       ok_ = true;
       return;
     }
     ::flock(fd_, LOCK_EX);
     // The value before any holder: noted by the first, kept until the last has left.
-    if (::access(kOriginal, F_OK) != 0) std::ofstream(kOriginal) << Read();
+    if (::access(Path(".original").c_str(), F_OK) != 0) std::ofstream(Path(".original")) << Read();
     ok_ = Write(on ? "Y" : "N") && Read() == (on ? "Y" : "N");
     if (!exclusive_) ::flock(fd_, LOCK_SH);  // others turning it on may join
   }
@@ -39,9 +40,9 @@ class UringSwitch {
     if (fd_ < 0) return;
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {  // the last holder: put the value back
       std::string original;
-      std::getline(std::ifstream(kOriginal) >> std::ws, original);
+      std::getline(std::ifstream(Path(".original")) >> std::ws, original);
       if (!original.empty()) Write(original);
-      ::unlink(kOriginal);
+      ::unlink(Path(".original").c_str());
     }
     ::close(fd_);
   }
@@ -52,7 +53,11 @@ class UringSwitch {
   bool ok() const { return ok_; }
 
  private:
-  static constexpr char kOriginal[] = "/run/lock/sigilfs-test-uring.original";
+  // The lock file and the noted value, shared by every test process of the machine.
+  static std::string Path(const char* suffix) {
+    const char* dir = ::access("/run/lock", W_OK) == 0 ? "/run/lock" : "/tmp";
+    return std::string(dir) + "/sigilfs-test-uring" + suffix;
+  }
   static std::string Read() {
     std::string v;
     std::getline(std::ifstream(kUringSwitch), v);

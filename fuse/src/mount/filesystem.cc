@@ -1569,15 +1569,29 @@ Result<struct statvfs> Filesystem::DoStatfs() {
   return st;
 }
 
-Result<std::unique_ptr<Filesystem::DirHandle>> Filesystem::DoOpendir(Inode& inode) {
-  ReaderLock tree(tree_mu_);
-  struct stat st;
-  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(inode, &st));
-  if (!S_ISDIR(st.st_mode)) return Errno(ENOTDIR, "opendir");
+Result<Filesystem::DirHandle*> Filesystem::DoOpendir(Inode& inode) {
   auto handle = std::make_unique<DirHandle>();
-  SIGILFS_ASSIGN_OR_RETURN(handle->listing, object->OpenListing(NoAtime(true)));
-  SIGILFS_ASSIGN_OR_RETURN(handle->iv, DirIvOf(inode, *object));
-  return handle;
+  {
+    ReaderLock tree(tree_mu_);
+    struct stat st;
+    SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(inode, &st));
+    if (!S_ISDIR(st.st_mode)) return Errno(ENOTDIR, "opendir");
+    SIGILFS_ASSIGN_OR_RETURN(handle->listing, object->OpenListing(NoAtime(true)));
+    SIGILFS_ASSIGN_OR_RETURN(handle->iv, DirIvOf(inode, *object));
+  }
+  DirHandle* kept = handle.get();
+  MutexLock lock(dir_handles_mu_);
+  dir_handles_.emplace(kept, std::move(handle));
+  return kept;
+}
+
+void Filesystem::DoReleasedir(DirHandle* handle) {
+  std::unique_ptr<DirHandle> released;  // closed outside the lock
+  MutexLock lock(dir_handles_mu_);
+  if (auto it = dir_handles_.find(handle); it != dir_handles_.end()) {
+    released = std::move(it->second);
+    dir_handles_.erase(it);
+  }
 }
 
 void Filesystem::WatchAtimeOptions(std::function<std::string()> probe) {

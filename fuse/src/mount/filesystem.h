@@ -253,7 +253,10 @@ class Filesystem {
     std::unique_ptr<core::BackingDir> listing;
     core::DirIv iv;
   };
-  Result<std::unique_ptr<DirHandle>> DoOpendir(Inode& inode);
+  // Opens a handle, kept here until DoReleasedir: a mount that ends with directories still
+  // open (SIGTERM, a killed connection) frees what the kernel never released.
+  Result<DirHandle*> DoOpendir(Inode& inode);
+  void DoReleasedir(DirHandle* handle);
   core::Volume& volume() { return *volume_; }
 
   // POSIX ACLs: asked for (MountOptions::acls), and whether the kernel took what they need (set
@@ -427,6 +430,10 @@ class Filesystem {
   std::unique_ptr<core::Tree> tree_;  // over root_dir_
   MountOptions options_;
   std::shared_ptr<Inode> root_;
+
+  Mutex dir_handles_mu_;  // taken alone
+  std::unordered_map<const DirHandle*, std::unique_ptr<DirHandle>> dir_handles_
+      SIGILFS_GUARDED_BY(dir_handles_mu_);
 
   mutable SharedMutex tree_mu_ SIGILFS_ACQUIRED_BEFORE(table_mu_);
   mutable Mutex table_mu_;

@@ -512,8 +512,8 @@ Filesystem::DirHandle* HandleOf(fuse_file_info* fi) {
 void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto h = Fs(req).DoOpendir(*InodeOf(req, ino));
   if (!h.ok()) return ReplyError(req, h.status());
-  fi->fh = reinterpret_cast<uint64_t>(h->get());
-  if (fuse_reply_open(req, fi) == 0) (void)h->release();
+  fi->fh = reinterpret_cast<uint64_t>(*h);
+  if (fuse_reply_open(req, fi) != 0) Fs(req).DoReleasedir(*h);
 }
 
 // Readdir and readdirplus: one listing, entries added by `add` (which returns the bytes it
@@ -586,7 +586,7 @@ void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse
 }
 
 void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete HandleOf(fi);
+  Fs(req).DoReleasedir(HandleOf(fi));
   fuse_reply_err(req, 0);
 }
 
