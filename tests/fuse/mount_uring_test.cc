@@ -169,15 +169,11 @@ class Writers {
     dir_ = -1;
     return true;
   }
-  // Waits until at least `n` files were stored.
+  // Waits until files were stored `n` times (names are reused: each writer has 50).
   void WaitForFiles(size_t n) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (Stored() < n && std::chrono::steady_clock::now() < deadline)
+    while (completed_.load() < n && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  size_t Stored() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stored_.size();
   }
   std::map<std::string, std::string> stored() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -196,7 +192,12 @@ class Writers {
       const std::string name = "w" + std::to_string(w) + "-" + std::to_string(n % 50);
       const std::string data = Contents(w, n);
       const int fd = ::openat(dir_, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) break;
+      if (fd < 0) {
+        // The daemon may have truncated the file before it died: no longer checked.
+        std::lock_guard<std::mutex> lock(mu_);
+        stored_.erase(name);
+        break;
+      }
       bool ok = true;
       for (size_t at = 0; ok && at < data.size(); at += 4096) {
         const size_t len = std::min<size_t>(4096, data.size() - at);
@@ -208,10 +209,11 @@ class Writers {
       {
         std::lock_guard<std::mutex> lock(mu_);
         // A failed rewrite leaves the file unknown: no longer checked.
-        if (ok)
+        if (ok) {
           stored_[name] = data;
-        else
-          stored_.erase(name);
+          completed_.fetch_add(1);
+        }
+        if (!ok) stored_.erase(name);
       }
       if (!ok) break;
     }
@@ -221,6 +223,7 @@ class Writers {
   int dir_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<int> running_{0};
+  std::atomic<size_t> completed_{0};
   std::mutex mu_;
   std::map<std::string, std::string> stored_;
   std::vector<std::thread> threads_;
@@ -253,7 +256,7 @@ TEST_F(MountUringTest, KillingTheDaemonMidLoadEndsTheCallersAndKeepsWhatWasStore
     test::MountedVault vault(v.cipher, v.plain, v.pass,
                              {"--transport", "uring", "--stats-file", stats});
     Writers writers(v.plain, 4);
-    writers.WaitForFiles(40);
+    writers.WaitForFiles(400);
     ASSERT_EQ(Stats(vault, stats).value("transport", ""), "uring");
     vault.Kill();  // SIGKILL mid-load, then a lazy unmount
     // Every caller ends (with an error) instead of waiting on the dead daemon.
@@ -273,7 +276,7 @@ TEST_F(MountUringTest, SigtermOrLazyUnmountMidLoadEndTheDaemonAndKeepWhatWasStor
     {
       test::MountedVault vault(v.cipher, v.plain, v.pass, {"--transport", "uring"});
       Writers writers(v.plain, 4);
-      writers.WaitForFiles(40);
+      writers.WaitForFiles(400);
       if (sigterm) {
         ::kill(vault.pid(), SIGTERM);
       } else {
