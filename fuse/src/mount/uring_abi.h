@@ -16,7 +16,7 @@
 #define FUSE_URING_OP_IN_OUT_SZ 128
 
 // Part of fuse_uring_req_header: what the kernel says of a request, and the server of its reply.
-struct fuse_uring_ent_in_out {
+struct fuse_uring_ent_in_out {  // NOLINT(readability-identifier-naming): the kernel's name
   uint64_t flags;
   uint64_t commit_id;   // given with a request; named by the command that commits its reply
   uint32_t payload_sz;  // bytes in the entry's payload buffer (the request's, then the reply's)
@@ -25,7 +25,7 @@ struct fuse_uring_ent_in_out {
 };
 
 // An entry's header buffer.
-struct fuse_uring_req_header {
+struct fuse_uring_req_header {  // NOLINT(readability-identifier-naming): the kernel's name
   char in_out[FUSE_URING_IN_OUT_HEADER_SZ];  // fuse_in_header in, fuse_out_header back
   char op_in[FUSE_URING_OP_IN_OUT_SZ];       // the request's first argument: its op's header
   struct fuse_uring_ent_in_out ring_ent_in_out;
@@ -39,7 +39,7 @@ enum fuse_uring_cmd {
 };
 
 // The command's own data, in the SQE's 80-byte command area (128-byte SQEs).
-struct fuse_uring_cmd_req {
+struct fuse_uring_cmd_req {  // NOLINT(readability-identifier-naming): the kernel's name
   uint64_t flags;
   uint64_t commit_id;  // the reply's request (COMMIT_AND_FETCH)
   uint16_t qid;        // the queue: one per possible CPU

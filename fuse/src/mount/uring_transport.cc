@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <system_error>
 
 #include "log.h"
 #include "uring_abi.h"
@@ -37,6 +38,9 @@ thread_local struct Serving {
   uint64_t unique = 0;
   bool replied = false;
 } t_serving;
+
+// errno's text (strerror is not thread-safe).
+std::string Why(int err) { return std::generic_category().message(err); }
 
 std::string ReadLine(const char* path) {
   std::ifstream in(path);
@@ -125,7 +129,7 @@ bool UringTransport::CanStart() {
   const int err = ::io_uring_queue_init(2, &ring, IORING_SETUP_SQE128);
   if (err < 0) {
     Log("io_uring transport: cannot set up a ring (%s); requests go over /dev/fuse",
-        std::strerror(-err));
+        Why(-err).c_str());
     return false;
   }
   ::io_uring_queue_exit(&ring);
@@ -147,7 +151,7 @@ UringTransport::UringTransport(int fd, size_t payload_size, Serve serve, unsigne
       depth_(depth == 0 ? 1 : depth) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
-    Fail(std::string("eventfd: ") + std::strerror(errno));
+    Fail(std::string("eventfd: ") + Why(errno));
     return;
   }
   threads_.reserve(static_cast<size_t>(queues_) * depth_);
@@ -216,7 +220,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   void* area = ::mmap(nullptr, e.area_size + sizeof(fuse_uring_req_header), PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (area == MAP_FAILED) {
-    Fail(std::string("entry buffers: ") + std::strerror(errno));
+    Fail(std::string("entry buffers: ") + Why(errno));
     return;
   }
   e.area = static_cast<char*>(area);
@@ -230,7 +234,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
       4, &ring, IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
   if (err == -EINVAL) err = ::io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
   if (err < 0) {
-    Fail(std::string("io_uring_queue_init: ") + std::strerror(-err));
+    Fail(std::string("io_uring_queue_init: ") + Why(-err));
     ::munmap(area, e.area_size + sizeof(fuse_uring_req_header));
     return;
   }
@@ -249,7 +253,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   while (!stop) {
     err = ::io_uring_submit_and_wait(&ring, 1);
     if (err < 0 && err != -EINTR) {
-      Fail(std::string("io_uring_submit_and_wait: ") + std::strerror(-err));
+      Fail(std::string("io_uring_submit_and_wait: ") + Why(-err));
       break;
     }
     io_uring_cqe* cqe = nullptr;
@@ -271,7 +275,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
       // ENOTCONN, ENODEV, ECANCELED: the connection is going away; anything else on the first
       // command is the kernel declining the ring.
       if (!registered && res != -ENOTCONN && res != -ENODEV && res != -ECANCELED)
-        Fail(std::string("registering an entry: ") + std::strerror(-res));
+        Fail(std::string("registering an entry: ") + Why(-res));
       break;
     }
     registered = true;
