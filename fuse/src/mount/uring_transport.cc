@@ -215,29 +215,38 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   CPU_SET(qid, &cpus);
   (void)::sched_setaffinity(0, sizeof cpus, &cpus);
 
-  Entry e;
-  e.area_size = kHeadroom + payload_size_;
-  void* area = ::mmap(nullptr, e.area_size + sizeof(fuse_uring_req_header), PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (area == MAP_FAILED) {
-    Fail(std::string("entry buffers: ") + Why(errno));
-    return;
-  }
-  e.area = static_cast<char*>(area);
-  e.header = reinterpret_cast<fuse_uring_req_header*>(e.area + e.area_size);
-  e.iov[0] = {e.header, sizeof *e.header};
-  e.iov[1] = {e.area + kHeadroom, payload_size_};
-
   io_uring ring;
   // One submitter, which is also the only waiter: completions' work runs when it waits.
   int err = ::io_uring_queue_init(
       4, &ring, IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
   if (err == -EINVAL) err = ::io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
   if (err < 0) {
+    // CanStart made a ring a moment ago: this is a lack of memory, and the kernel, which
+    // waits for this queue's entries, cannot be told (it will wait while other queues serve).
     Fail(std::string("io_uring_queue_init: ") + Why(-err));
-    ::munmap(area, e.area_size + sizeof(fuse_uring_req_header));
     return;
   }
+
+  Entry e;
+  e.area_size = kHeadroom + payload_size_;
+  void* area = ::mmap(nullptr, e.area_size + sizeof(fuse_uring_req_header), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) {
+    Fail(std::string("entry buffers: ") + Why(errno));
+    // An entry the kernel refuses (no payload buffer) makes it give up io_uring for the
+    // connection and serve everything over /dev/fuse, instead of waiting for this queue.
+    static char header[sizeof(fuse_uring_req_header)];
+    const iovec refused[2] = {{header, sizeof header}, {header, 0}};
+    if (PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_REGISTER, static_cast<uint16_t>(qid), 0,
+                       refused))
+      (void)::io_uring_submit_and_wait(&ring, 1);
+    ::io_uring_queue_exit(&ring);
+    return;
+  }
+  e.area = static_cast<char*>(area);
+  e.header = reinterpret_cast<fuse_uring_req_header*>(e.area + e.area_size);
+  e.iov[0] = {e.header, sizeof *e.header};
+  e.iov[1] = {e.area + kHeadroom, payload_size_};
 
   bool stop = false;
   if (io_uring_sqe* sqe = ::io_uring_get_sqe(&ring); sqe != nullptr) {
