@@ -44,7 +44,7 @@ class MountUringTest : public ::testing::Test {
   void SetUp() override {
     SIGILFS_NEEDS_FUSE();
     SIGILFS_NEEDS_ROOT("turning the kernel's FUSE-over-io_uring switch on needs root");
-    if (!test::KernelHasFuseOverUring()) GTEST_SKIP() << "this kernel has no FUSE over io_uring";
+    SIGILFS_NEEDS(test::KernelHasFuseOverUring(), "this kernel has no FUSE over io_uring");
     if (std::getenv("SIGILFS_TEST_MOUNT_ARGS") != nullptr)
       GTEST_SKIP() << "already running with other mount arguments";
     on_ = std::make_unique<test::UringSwitch>(true);
@@ -122,7 +122,7 @@ NewVault MakeVault(const fs::path& dir) {
 TEST(MountUringSwitchTest, AskingForIoUringWhereTheKernelHasItOffIsRefusedWithTheFix) {
   SIGILFS_NEEDS_FUSE();
   SIGILFS_NEEDS_ROOT("turning the kernel's FUSE-over-io_uring switch off needs root");
-  if (!test::KernelHasFuseOverUring()) GTEST_SKIP() << "this kernel has no FUSE over io_uring";
+  SIGILFS_NEEDS(test::KernelHasFuseOverUring(), "this kernel has no FUSE over io_uring");
   test::UringSwitch off(false);
   ASSERT_TRUE(off.ok());
   test::TempDir dir;

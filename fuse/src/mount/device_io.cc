@@ -28,10 +28,9 @@ std::atomic<fuse_session*> g_session{nullptr};
 Transport g_transport = Transport::kAuto;
 std::atomic<uint64_t> g_dev_requests{0};
 
-// The ring, once started (by the thread that sent the INIT reply); ended by StopDeviceIo.
+// The ring: set once, by the thread that sent the INIT reply; stopped, and kept for its counts,
+// by StopDeviceIo.
 std::mutex g_uring_mu;
-// Set once, by the thread that sent the INIT reply; stopped, and kept for its counts, by
-// StopDeviceIo.
 std::unique_ptr<UringTransport> g_uring;
 
 // Set for the request this thread goes on to serve (libfuse reads a request and runs its handler
@@ -110,8 +109,8 @@ void ServeFromRing(void* msg, size_t size) {
   fuse_session_process_buf(g_session.load(), &buf);
 }
 
-// The payload an entry needs: the largest write or read the kernel may send or ask for, as
-// fuse_init_out's max_write and max_pages say (the kernel refuses smaller entries).
+// The payload an entry needs, as the kernel computes it from fuse_init_out's max_write and
+// max_pages (it refuses smaller entries).
 size_t PayloadSize(const iovec& init_out) {
   uint32_t max_write = 0;
   uint16_t max_pages = 0;
@@ -121,7 +120,7 @@ size_t PayloadSize(const iovec& init_out) {
     std::memcpy(&max_pages, bytes + offsetof(fuse_init_out, max_pages), sizeof max_pages);
   }
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  return std::max<size_t>({max_write, size_t{max_pages} * page, 32 * page, FUSE_MIN_READ_BUFFER});
+  return std::max<size_t>({max_write, size_t{max_pages} * page, FUSE_MIN_READ_BUFFER});
 }
 
 ssize_t Writev(int fd, iovec* iov, int count, void*) {

@@ -33,8 +33,8 @@ class UringTransport {
   // Registers `depth` entries on each of the kernel's queues (one per possible CPU) on the
   // session's `fd`, once the kernel has taken the INIT reply that accepted io_uring, each entry
   // with `payload_size` bytes for a request's or reply's arguments. Until every queue has an
-  // entry the kernel keeps sending requests on /dev/fuse. Registration failures are counted,
-  // not fatal: the kernel then goes on with /dev/fuse.
+  // entry the kernel holds new requests back. A failed registration is not fatal: the kernel
+  // then turns io_uring off for the connection and goes on with /dev/fuse.
   UringTransport(int fd, size_t payload_size, Serve serve, unsigned depth = DefaultDepth());
   ~UringTransport() { Stop(); }
   // Ends every thread, once each has replied to the request it serves: each leaves its ring, so
