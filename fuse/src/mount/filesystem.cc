@@ -122,6 +122,20 @@ std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
 void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   if (nodeid == 1) return;
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
+  DropReferences(nodeid, n, &dropped);
+  // A node only this holds closes now: if it kept a removed object, never beside a rmdir on
+  // the store (removal_mu_). Nothing else can reach it, so `removed` needs no tree_mu_ here.
+  bool closes_removed = std::any_of(dropped.begin(), dropped.end(), [](const auto& node) {
+    return node.use_count() == 1 && node->removed;
+  });
+  if (!closes_removed) return;
+  ReaderLock closing(removal_mu_);
+  dropped.clear();
+}
+
+void Filesystem::DropReferences(uint64_t nodeid, uint64_t n,
+                                std::vector<std::shared_ptr<Inode>>* out) {
+  std::vector<std::shared_ptr<Inode>>& dropped = *out;
   MutexLock lock(table_mu_);
   // No reference taken here: DropLocked tells by the count whether anything else holds a node.
   Inode* inode = nullptr;
@@ -1489,7 +1503,10 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   std::shared_ptr<Inode> inode;
   core::Tree::Removed removed = KeepOnRemoval(&inode, parent, at.stored());
-  SIGILFS_RETURN_IF_ERROR(tree_->RemoveDir(*at.dir, at.name, &removed));
+  {
+    WriterLock no_closes(removal_mu_);
+    SIGILFS_RETURN_IF_ERROR(tree_->RemoveDir(*at.dir, at.name, &removed));
+  }
   {
     MutexLock lock(table_mu_);
     DropNameIdLocked(parent, at.stored());

@@ -1,4 +1,5 @@
-// FUSE requests over io_uring: one thread and one small ring per entry, pinned to its queue's CPU.
+// FUSE requests over io_uring: one thread and one small ring per entry, each queue's first one
+// pinned to the queue's CPU.
 #include "uring_transport.h"
 
 #include <liburing.h>
@@ -208,12 +209,18 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   char name[16];
   std::snprintf(name, sizeof name, "sigilfs-q%u.%u", qid, index);
   ::pthread_setname_np(::pthread_self(), name);
-  // The kernel queues a request on the queue of the CPU its caller runs on: serving it on the
-  // same CPU keeps the wake-up local. A CPU this process may not use leaves the thread free.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  CPU_SET(qid, &cpus);
-  (void)::sched_setaffinity(0, sizeof cpus, &cpus);
+  // The kernel queues a request on the queue of the CPU its caller runs on: the queue's first
+  // entry serves it on that CPU, which keeps a lone caller's wake-ups local (small synchronous
+  // writes gain most). The others are left to the scheduler: they take what comes while the
+  // first is busy, background requests such as RELEASE among them, which pinned beside the
+  // caller would queue behind it while the other CPUs idle (cp -a ran a fifth slower so).
+  // A CPU this process may not use leaves the thread free.
+  if (index == 0) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    CPU_SET(qid, &cpus);
+    (void)::sched_setaffinity(0, sizeof cpus, &cpus);
+  }
 
   io_uring ring;
   // One submitter, which is also the only waiter: completions' work runs when it waits.
