@@ -38,6 +38,12 @@ thread_local struct Serving {
   size_t payload_size = 0;
   uint64_t unique = 0;
   bool replied = false;
+  // Where the reply is committed from: the thread's ring, the device, the queue, the commit id.
+  io_uring* ring = nullptr;
+  int fd = -1;
+  uint16_t qid = 0;
+  uint64_t commit_id = 0;
+  bool committed = false;  // the commit (and fetch) went to the kernel with the reply
 } t_serving;
 
 // errno's text (strerror is not thread-safe).
@@ -198,6 +204,14 @@ bool UringTransport::TakeReply(const iovec* iov, int count) {
   std::memcpy(s.header->in_out, &out, sizeof out);
   s.header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(n);
   s.replied = true;
+  // Committed at once, as a reply written to /dev/fuse would be: the caller wakes now, not
+  // after the handler and libfuse have finished with the request. The fetch that comes with it
+  // may copy the next request into the entry's buffers before this returns; nothing reads the
+  // request once it is answered (its header and unique are kept in Run's locals).
+  // (Should the submit fail, the command stays queued and goes with Run's next wait.)
+  s.committed =
+      PrepareCommand(s.ring, s.fd, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, s.qid, s.commit_id, nullptr);
+  if (s.committed) (void)::io_uring_submit(s.ring);
   return true;
 }
 
@@ -213,8 +227,8 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   // entry serves it on that CPU, which keeps a lone caller's wake-ups local (small synchronous
   // writes gain most). The others are left to the scheduler: they take what comes while the
   // first is busy, background requests such as RELEASE among them, which pinned beside the
-  // caller would queue behind it while the other CPUs idle (cp -a ran a fifth slower so).
-  // A CPU this process may not use leaves the thread free.
+  // caller would queue behind it while the other CPUs idle (`cp -a` ran up to a third slower
+  // so). A CPU this process may not use leaves the thread free.
   if (index == 0) {
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
@@ -306,8 +320,10 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     in.len = static_cast<uint32_t>(sizeof in + op + payload);
     std::memcpy(msg, &in, sizeof in);
     std::memcpy(msg + sizeof in, e.header->op_in, op);
-    t_serving = {e.header, e.area + kHeadroom, payload_size_, in.unique, false};
+    t_serving = {e.header, e.area + kHeadroom,         payload_size_, in.unique, false, &ring,
+                 fd_,      static_cast<uint16_t>(qid), io.commit_id};
     serve_(msg, in.len);
+    const bool committed = t_serving.committed;
     if (!t_serving.replied) {
       // Every request the ring carries has a reply; one never sent would hold the entry.
       Log("io_uring transport: no reply to request %llu (opcode %u)",
@@ -318,8 +334,8 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     }
     t_serving = {};
     requests_.fetch_add(1, std::memory_order_relaxed);
-    if (!PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, static_cast<uint16_t>(qid),
-                        io.commit_id, e.iov))
+    if (!committed && !PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
+                                      static_cast<uint16_t>(qid), io.commit_id, e.iov))
       break;
   }
   // Leaving the ring cancels a command still waiting in the kernel.
