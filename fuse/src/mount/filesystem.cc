@@ -124,9 +124,9 @@ void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
   DropReferences(nodeid, n, &dropped);
   // A node only this holds closes now: if it kept a removed object, never beside a rmdir on
-  // the store (removal_mu_). Nothing else can reach it, so `removed` needs no tree_mu_ here.
+  // the store (removal_mu_).
   bool closes_removed = std::any_of(dropped.begin(), dropped.end(), [](const auto& node) {
-    return node.use_count() == 1 && node->removed;
+    return node.use_count() == 1 && node->keeps_removed.load(std::memory_order_acquire);
   });
   if (!closes_removed) return;
   ReaderLock closing(removal_mu_);
@@ -1413,6 +1413,7 @@ core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<Inode>* node, cons
 void Filesystem::KeepRemoved(Inode& node, Object object, const std::string& target) {
   if (object && node.names.empty() && !node.removed) {
     node.removed = std::move(object);
+    node.keeps_removed.store(true, std::memory_order_release);
     if (!target.empty()) {
       node.removed_target = target;
       node.removed_target_volume = volume_.get();

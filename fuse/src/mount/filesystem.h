@@ -57,6 +57,8 @@ struct Inode : std::enable_shared_from_this<Inode> {
   // removed objects still open somewhere. Set under Filesystem::tree_mu_ exclusive, read under
   // it shared; closed with the node.
   Object removed;
+  // Whether `removed` was set: read by Forget, which holds no lock that ordered the setting.
+  std::atomic<bool> keeps_removed{false};
   // Such a node of a symlink whose target is held in a side file (core::Volume): the file is
   // removed with the node, so that the link still reads until then.
   std::string removed_target;
