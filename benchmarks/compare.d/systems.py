@@ -222,7 +222,7 @@ class Raw(System):
     def version(self):
         return f"{self.ctx.backing_fs}, kernel {os.uname().release}"
 
-    def mount(self, base):
+    def mount(self, base, variant=None):
         data = os.path.join(base, "data")
         os.makedirs(data)
         return data

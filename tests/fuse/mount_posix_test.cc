@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "test_support/daemon_stats.h"
 #include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
 #include "test_support/requirements.h"
@@ -1283,6 +1284,72 @@ TEST_F(MountPosixTest, NodesStayUsableWhenTheKernelDropsItsCaches) {
   ASSERT_TRUE(Ok(::rename(P("d").c_str(), P("e").c_str())));
   EXPECT_TRUE(HasContent(P("e/f"), "kept"));
   EXPECT_THAT(List("e"), UnorderedElementsAreArray({".", "..", "f", "new0", "new1"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names that are not there
+
+// The kernel keeps a missing name as missing for as long as it keeps one that is there, so
+// probes of a missing name (include paths, $PATH) cost one request, not one each. Whatever then
+// makes the name through the mount shows at once, whichever call makes it.
+TEST(MountNegativeEntryTest, AMissingNameIsAskedForOnceAndShowsAtOnceWhenMade) {
+  SIGILFS_NEEDS_FUSE();
+  test::TempDir out;
+  const std::string stats = (out.path() / "s.json").string();
+  test::MountedVault vault({"--stats-file", stats});
+  const auto lookups = [&] {
+    return test::StatsCounter(test::RequestStats(vault.pid(), stats), "lookups");
+  };
+  const auto missing = [&](const std::string& name) {
+    struct stat st;
+    return ::lstat(vault.path(name).c_str(), &st) != 0 && errno == ENOENT;
+  };
+  ASSERT_TRUE(WriteFile(vault.path("source"), "data"));
+  const long long before = lookups();
+  ASSERT_GE(before, 0);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(missing("gone"));
+  // One request, two should the entry's second run out in between.
+  EXPECT_LE(lookups() - before, 2);
+
+  // Each way of making a name, right after the kernel was told it is missing.
+  const std::vector<std::pair<std::string, mode_t>> made = {{"file", S_IFREG},  {"dir", S_IFDIR},
+                                                            {"link", S_IFLNK},  {"hard", S_IFREG},
+                                                            {"moved", S_IFREG}, {"fifo", S_IFIFO}};
+  for (const auto& [name, type] : made) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(missing(name));
+    const std::string path = vault.path(name);
+    if (name == "file") {
+      Fd fd(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644));
+      ASSERT_TRUE(Ok(fd.get()));
+    } else if (name == "dir") {
+      ASSERT_TRUE(Ok(::mkdir(path.c_str(), 0755)));
+    } else if (name == "link") {
+      ASSERT_TRUE(Ok(::symlink("source", path.c_str())));
+    } else if (name == "hard") {
+      ASSERT_TRUE(Ok(::link(vault.path("source").c_str(), path.c_str())));
+    } else if (name == "moved") {
+      ASSERT_TRUE(WriteFile(vault.path("to-move"), "moved"));
+      ASSERT_TRUE(Ok(::rename(vault.path("to-move").c_str(), path.c_str())));
+      EXPECT_TRUE(missing("to-move"));
+    } else {
+      ASSERT_TRUE(Ok(::mkfifo(path.c_str(), 0644)));
+    }
+    struct stat st;
+    ASSERT_TRUE(Ok(::lstat(path.c_str(), &st)));
+    EXPECT_EQ(st.st_mode & S_IFMT, type);
+  }
+  EXPECT_TRUE(HasContent(vault.path("moved"), "moved"));
+  EXPECT_TRUE(HasContent(vault.path("hard"), "data"));
+  // Removed, the name is missing again at once, and can be made again.
+  ASSERT_TRUE(Ok(::unlink(vault.path("file").c_str())));
+  EXPECT_TRUE(missing("file"));
+  ASSERT_TRUE(WriteFile(vault.path("file"), "again"));
+  EXPECT_TRUE(HasContent(vault.path("file"), "again"));
+  // And after a remount (the daemon's own view, not the kernel's cache).
+  vault.Remount();
+  EXPECT_TRUE(missing("gone"));
+  EXPECT_TRUE(HasContent(vault.path("file"), "again"));
 }
 
 }  // namespace

@@ -95,6 +95,18 @@ TEST(MountSharedTest, WhatOneMountWritesTheOtherReadsOnItsNextOpen) {
   EXPECT_EQ(Contents(m[1].path("d/a2")), "from the first");
 }
 
+// A name missing on one mount and then made by another is there at the first look after: the
+// kernel keeps no negative entry for a shared mount (an exclusive one keeps it for a second).
+TEST(MountSharedTest, ANameMissingHereAndMadeByAnotherMountShowsAtOnce) {
+  SIGILFS_NEEDS_FUSE();
+  SharedMounts m(2);
+  struct stat st;
+  for (int i = 0; i < 3; ++i) ASSERT_NE(::stat(m[1].path("late").c_str(), &st), 0);
+  std::ofstream(m[0].path("late")) << "made by the first";
+  ASSERT_EQ(::stat(m[1].path("late").c_str(), &st), 0) << std::strerror(errno);
+  EXPECT_EQ(Contents(m[1].path("late")), "made by the first");
+}
+
 // `sigilfs unmount` of a shared mount returns once that mount's daemon has ended, as for an
 // exclusive one, though the vault lock names no process (the others hold it too); one that does
 // not end in time (here: stopped) is named, with exit 1. The other mount goes on serving.

@@ -50,6 +50,7 @@ void WriteStats(Filesystem& fs, const std::string& path) {
   j["handle_lookups"] = nodes.handle_lookups;
   j["getattrs"] = nodes.getattrs;
   j["getxattrs"] = nodes.getxattrs;
+  j["lookups"] = nodes.lookups;
   const TransportStats transport = DeviceIoStats();
   j["transport"] = transport.transport;
   j["requests_dev"] = transport.dev_requests;

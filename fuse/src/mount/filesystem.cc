@@ -233,9 +233,12 @@ void Filesystem::UnrememberLocked(Inode& node) {
 
 NodeStats Filesystem::node_stats() const {
   MutexLock lock(table_mu_);
-  return {table_.size() + orphans_.size(), forgotten_.size(),
+  return {table_.size() + orphans_.size(),
+          forgotten_.size(),
           handle_lookups_.load(std::memory_order_relaxed),
-          getattrs_.load(std::memory_order_relaxed), getxattrs_.load(std::memory_order_relaxed)};
+          getattrs_.load(std::memory_order_relaxed),
+          getxattrs_.load(std::memory_order_relaxed),
+          lookups_.load(std::memory_order_relaxed)};
 }
 
 void Filesystem::DropLocked(std::shared_ptr<Inode> node,

@@ -158,6 +158,7 @@ struct NodeStats {
   uint64_t handle_lookups = 0;  // handles the kernel asked about (it forgot their node), stale too
   uint64_t getattrs = 0;        // GETATTR requests (the kernel's attribute cache missed)
   uint64_t getxattrs = 0;       // GETXATTR requests
+  uint64_t lookups = 0;         // LOOKUP requests of a name (the kernel's entry cache missed)
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
@@ -270,6 +271,7 @@ class Filesystem {
   bool wants_kernel_acls() const { return options_.kernel_acls; }
   void CountGetattr() { getattrs_.fetch_add(1, std::memory_order_relaxed); }
   void CountGetxattr() { getxattrs_.fetch_add(1, std::memory_order_relaxed); }
+  void CountLookup() { lookups_.fetch_add(1, std::memory_order_relaxed); }
   size_t max_readahead() const { return options_.max_readahead; }
   void set_acls(bool on) { acls_.store(on, std::memory_order_relaxed); }
   bool acls() const { return acls_.load(std::memory_order_relaxed); }
@@ -474,6 +476,7 @@ class Filesystem {
   std::atomic<uint64_t> handle_lookups_{0};
   std::atomic<uint64_t> getattrs_{0};
   std::atomic<uint64_t> getxattrs_{0};
+  std::atomic<uint64_t> lookups_{0};
 
   std::atomic<std::chrono::steady_clock::rep> last_activity_ns_{
       std::chrono::steady_clock::now().time_since_epoch().count()};

@@ -186,7 +186,22 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (std::strcmp(name, ".") == 0) return ReplyEntry(req, Fs(req).DoLookupHandle(parent));
   if (std::strcmp(name, "..") == 0)
     return ReplyEntry(req, Fs(req).DoLookupParent(*InodeOf(req, parent)));
-  ReplyEntry(req, Fs(req).DoLookup(*InodeOf(req, parent), name));
+  Filesystem& fs = Fs(req);
+  fs.CountLookup();
+  Result<Entry> found = fs.DoLookup(*InodeOf(req, parent), name);
+  if (!found.ok() && ErrnoFor(found.status()) == ENOENT && !fs.shared()) {
+    // A name that is not there is cached as such for as long as one that is (node id 0): names
+    // change only through this kernel, which drops the negative entry when it makes the name.
+    // Probes of missing names (a compiler's include path, $PATH, imports, build tools) then cost
+    // one request per second instead of one each. (A create with O_EXCL, as `cp` and `tar`
+    // make, and mkdir still ask: the kernel revalidates the entry for them.) In shared mode
+    // other hosts make names, so a missing one is asked for again each time.
+    fuse_entry_param none{};
+    none.entry_timeout = kTimeout;
+    fuse_reply_entry(req, &none);
+    return;
+  }
+  ReplyEntry(req, std::move(found));
 }
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
