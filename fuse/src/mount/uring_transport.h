@@ -1,5 +1,5 @@
 // FUSE requests over io_uring (Linux 6.14+): ring entries per CPU queue, each served by a
-// thread of its own, replies committed with the fetch of the next request.
+// thread of its own on the queue's CPU, replies committed with the fetch of the next request.
 #pragma once
 
 #include <sys/uio.h>
@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "sigilfs/mutex.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::fuse {
@@ -66,7 +67,12 @@ class UringTransport {
 
  private:
   struct Entry;
+  struct Offload;
   void Run(unsigned qid, unsigned index);
+  // Serves the request `msg` on the helper thread while this entry's thread waits; false (and
+  // nothing done) if the helper is busy or ending.
+  bool ServeOnHelper(void* msg, size_t size);
+  void Help();
   void Fail(const std::string& what);
 
   const int fd_;
@@ -78,6 +84,15 @@ class UringTransport {
   std::atomic<uint64_t> requests_{0};
   std::atomic<bool> failed_{false};
   std::vector<std::thread> threads_;
+  // The helper: one unpinned thread for requests no caller waits for (RELEASE), so that their
+  // work runs beside the caller instead of on its CPU. One request at a time, handed over.
+  Mutex helper_mu_;
+  CondVar helper_wake_;  // a request for the helper, or the end
+  CondVar helper_done_;  // the helper finished a request
+  Offload* helper_job_ SIGILFS_GUARDED_BY(helper_mu_) = nullptr;
+  bool helper_busy_ SIGILFS_GUARDED_BY(helper_mu_) = false;
+  bool helper_stop_ SIGILFS_GUARDED_BY(helper_mu_) = false;
+  std::thread helper_;
 };
 
 }  // namespace sigilfs::fuse
