@@ -20,6 +20,17 @@
 #include "log.h"
 #include "uring_abi.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define SIGILFS_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SIGILFS_UNDER_TSAN 1
+#endif
+#endif
+#ifdef SIGILFS_UNDER_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace sigilfs::fuse {
 namespace {
 
@@ -48,6 +59,29 @@ thread_local struct Serving {
 
 // Requests the kernel sends in the background: no caller waits for their reply.
 bool Background(uint32_t opcode) { return opcode == FUSE_RELEASE || opcode == FUSE_RELEASEDIR; }
+
+// A ring, set up and ended. liburing maps and unmaps a ring's memory with system calls of its
+// own, which ThreadSanitizer does not see: a ring mapped where an ended one was (a thread that
+// starts after another has left its ring) looked to it like memory the two threads share
+// without order. The kernel orders the unmap before the map; under TSan these say so.
+#ifdef SIGILFS_UNDER_TSAN
+char ring_memory;  // the synchronization object of those maps and unmaps
+#endif
+
+int InitRing(unsigned entries, io_uring* ring, unsigned flags) {
+  const int err = ::io_uring_queue_init(entries, ring, flags);
+#ifdef SIGILFS_UNDER_TSAN
+  if (err == 0) __tsan_acquire(&ring_memory);
+#endif
+  return err;
+}
+
+void ExitRing(io_uring* ring) {
+#ifdef SIGILFS_UNDER_TSAN
+  __tsan_release(&ring_memory);
+#endif
+  ::io_uring_queue_exit(ring);
+}
 
 // errno's text (strerror is not thread-safe).
 std::string Why(int err) { return std::generic_category().message(err); }
@@ -136,13 +170,13 @@ unsigned UringTransport::DefaultDepth() {
 
 bool UringTransport::CanStart() {
   io_uring ring;
-  const int err = ::io_uring_queue_init(2, &ring, IORING_SETUP_SQE128);
+  const int err = InitRing(2, &ring, IORING_SETUP_SQE128);
   if (err < 0) {
     Log("io_uring transport: cannot set up a ring (%s); requests go over /dev/fuse",
         Why(-err).c_str());
     return false;
   }
-  ::io_uring_queue_exit(&ring);
+  ExitRing(&ring);
   return true;
 }
 
@@ -295,9 +329,9 @@ void UringTransport::Run(unsigned qid, unsigned index) {
 
   io_uring ring;
   // One submitter, which is also the only waiter: completions' work runs when it waits.
-  int err = ::io_uring_queue_init(
-      4, &ring, IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
-  if (err == -EINVAL) err = ::io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
+  int err = InitRing(4, &ring,
+                     IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+  if (err == -EINVAL) err = InitRing(4, &ring, IORING_SETUP_SQE128);
   if (err < 0) {
     // CanStart made a ring a moment ago: this is a lack of memory, and the kernel, which
     // waits for this queue's entries, cannot be told (it will wait while other queues serve).
@@ -318,7 +352,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     if (PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_REGISTER, static_cast<uint16_t>(qid), 0,
                        refused))
       (void)::io_uring_submit_and_wait(&ring, 1);
-    ::io_uring_queue_exit(&ring);
+    ExitRing(&ring);
     return;
   }
   e.area = static_cast<char*>(area);
@@ -397,7 +431,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
       break;
   }
   // Leaving the ring cancels a command still waiting in the kernel.
-  ::io_uring_queue_exit(&ring);
+  ExitRing(&ring);
   ::munmap(area, e.area_size + sizeof(fuse_uring_req_header));
 }
 
