@@ -1538,7 +1538,12 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   core::Tree::Renamed renamed;
   if ((flags & RENAME_EXCHANGE) == 0)
     renamed.replaced = KeepOnRemoval(&replaced, new_parent, to.stored());
-  SIGILFS_RETURN_IF_ERROR(tree_->Rename(*from.dir, from.name, *to.dir, to.name, how, &renamed));
+  {
+    // A rename over a directory removes it on the store, which walks it as rmdir does
+    // (DoRmdir): not beside the close of a removed object.
+    WriterLock no_closes(removal_mu_);
+    SIGILFS_RETURN_IF_ERROR(tree_->Rename(*from.dir, from.name, *to.dir, to.name, how, &renamed));
+  }
   if (!renamed.changed) return Status::Ok();  // two names of one file
   const std::string& old_stored = from.stored();
   const std::string& new_stored = to.stored();

@@ -445,7 +445,7 @@ class Filesystem {
 
   mutable SharedMutex tree_mu_ SIGILFS_ACQUIRED_BEFORE(table_mu_);
   // Taken shared while forgotten nodes' removed objects close (Forget), exclusively around a
-  // directory's removal on the store. The last close of an unlinked object ends its backing
+  // directory's removal on the store (rmdir, and a rename, which may replace one). The last close of an unlinked object ends its backing
   // inode inside the dentry being killed, and the store's rmdir of the directory above it
   // re-walks the directory's dentries, spinning on its lock, until every kill there is done;
   // over io_uring, where FORGET comes over /dev/fuse beside the ring's rmdirs, that spinning
