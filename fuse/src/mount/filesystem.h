@@ -445,12 +445,12 @@ class Filesystem {
 
   mutable SharedMutex tree_mu_ SIGILFS_ACQUIRED_BEFORE(table_mu_);
   // Taken shared while forgotten nodes' removed objects close (Forget), exclusively around a
-  // directory's removal on the store (rmdir, and a rename, which may replace one). The last close of an unlinked object ends its backing
-  // inode inside the dentry being killed, and the store's rmdir of the directory above it
-  // re-walks the directory's dentries, spinning on its lock, until every kill there is done;
-  // over io_uring, where FORGET comes over /dev/fuse beside the ring's rmdirs, that spinning
-  // cost rm -rf a quarter of its speed. Waiting on this lock instead costs one close at most.
-  // Taken alone or after tree_mu_.
+  // directory's removal on the store (rmdir, and a rename, which may replace one). The last close
+  // of an unlinked object ends its backing inode inside the dentry being killed, and the store's
+  // rmdir of the directory above it re-walks the directory's dentries, spinning on its lock, until
+  // every kill there is done; over io_uring, where FORGET comes over /dev/fuse beside the ring's
+  // rmdirs, that spinning cost rm -rf a quarter of its speed. Waiting on this lock instead costs
+  // one close at most. Taken alone or after tree_mu_.
   SharedMutex removal_mu_ SIGILFS_ACQUIRED_AFTER(tree_mu_);
   mutable Mutex table_mu_;
   // One node per backing object the kernel knows (or, for a directory, that a known node still
