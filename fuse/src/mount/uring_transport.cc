@@ -66,6 +66,7 @@ bool Background(uint32_t opcode) { return opcode == FUSE_RELEASE || opcode == FU
 // without order. The kernel orders the unmap before the map; under TSan these say so.
 #ifdef SIGILFS_UNDER_TSAN
 char ring_memory;  // the synchronization object of those maps and unmaps
+char ring_order;   // and of replies and the requests after them (ReplyGoes)
 #endif
 
 int InitRing(unsigned entries, io_uring* ring, unsigned flags) {
@@ -74,6 +75,22 @@ int InitRing(unsigned entries, io_uring* ring, unsigned flags) {
   if (err == 0) __tsan_acquire(&ring_memory);
 #endif
   return err;
+}
+
+// What the kernel orders between requests: a reply goes to it before any request it sends
+// after. TSan sees that order over /dev/fuse (a write to a descriptor before a read of it) but
+// not through a ring, so a request's handler and an earlier one's (a READDIR, then the
+// RELEASEDIR of its directory, on two threads) looked unordered to it. Under TSan these say so.
+void ReplyGoes() {
+#ifdef SIGILFS_UNDER_TSAN
+  __tsan_release(&ring_order);
+#endif
+}
+
+void RequestCame() {
+#ifdef SIGILFS_UNDER_TSAN
+  __tsan_acquire(&ring_order);
+#endif
 }
 
 void ExitRing(io_uring* ring) {
@@ -266,6 +283,7 @@ bool UringTransport::TakeReply(const iovec* iov, int count) {
       s.ring != nullptr &&
       PrepareCommand(s.ring, s.fd, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, s.qid, s.commit_id, nullptr);
   if (s.committed) {
+    ReplyGoes();
     (void)::io_uring_submit(s.ring);
     // The caller, woken, waits on this CPU (every entry is pinned to it) for the rest of this
     // thread's work on the request (libfuse's clean-up, the handler's return, the next wait),
@@ -407,6 +425,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
       break;
     }
     registered = true;
+    RequestCame();
     // The request: its header and its op's argument in front of the payload, as one message.
     fuse_in_header in;
     std::memcpy(&in, e.header->in_out, sizeof in);
@@ -433,6 +452,7 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     }
     t_serving = {};
     requests_.fetch_add(1, std::memory_order_relaxed);
+    if (!committed) ReplyGoes();
     if (!committed && !PrepareCommand(&ring, fd_, FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
                                       static_cast<uint16_t>(qid), io.commit_id, e.iov))
       break;
