@@ -77,6 +77,13 @@ int InitRing(unsigned entries, io_uring* ring, unsigned flags) {
   return err;
 }
 
+void ExitRing(io_uring* ring) {
+#ifdef SIGILFS_UNDER_TSAN
+  __tsan_release(&ring_memory);
+#endif
+  ::io_uring_queue_exit(ring);
+}
+
 // What the kernel orders between requests: a reply goes to it before any request it sends
 // after. TSan sees that order over /dev/fuse (a write to a descriptor before a read of it) but
 // not through a ring, so a request's handler and an earlier one's (a READDIR, then the
@@ -91,13 +98,6 @@ void RequestCame() {
 #ifdef SIGILFS_UNDER_TSAN
   __tsan_acquire(&ring_order);
 #endif
-}
-
-void ExitRing(io_uring* ring) {
-#ifdef SIGILFS_UNDER_TSAN
-  __tsan_release(&ring_memory);
-#endif
-  ::io_uring_queue_exit(ring);
 }
 
 // errno's text (strerror is not thread-safe).
