@@ -776,22 +776,34 @@ void Filesystem::CloseContentsLocked(Inode& inode) {
   inode.object.reset();
 }
 
-Status Filesystem::Chown(core::BackingDir& object, const Place& at, const Caller& caller) {
+Status Filesystem::Chown(core::BackingDir& object, const Place& at, const Caller& caller,
+                         std::optional<struct stat>* known) {
   if (!options_.set_owner) return Status::Ok();
   // New entries belong to whoever made them; in a setgid directory, to its group.
   const gid_t gid = (at.dir_st.st_mode & S_ISGID) != 0 ? at.dir_st.st_gid : caller.gid;
   // Already theirs (a root caller of a root daemon): nothing to change. Stores that cannot
   // change a symlink's owner (sshfs's follows the link) then still take symlinks.
-  if (auto st = object.Stat(""); st.ok() && st->st_uid == caller.uid && st->st_gid == gid)
-    return Status::Ok();
+  struct stat st {};
+  bool have = known != nullptr && known->has_value();
+  if (have) {
+    st = **known;
+  } else if (auto now = object.Stat(""); now.ok()) {
+    st = *now;
+    have = true;
+  }
+  if (have && st.st_uid == caller.uid && st.st_gid == gid) return Status::Ok();
+  if (known != nullptr) known->reset();  // a chown may clear set-ID bits: no longer current
   return object.SetOwner("", caller.uid, gid);
 }
 
 core::Tree::Finish Filesystem::FinishFor(const Place& at, const NewModes& modes,
                                          const Caller& caller) {
   return [this, &at, &modes, &caller](core::BackingDir& object) {
-    SIGILFS_RETURN_IF_ERROR(Chown(object, at, caller));
-    return FinishNew(object, modes);
+    // One stat of the new entry serves both, unless the owner changes.
+    SIGILFS_ASSIGN_OR_RETURN(struct stat now, object.Stat(""));
+    std::optional<struct stat> st = now;
+    SIGILFS_RETURN_IF_ERROR(Chown(object, at, caller, &st));
+    return FinishNew(object, modes, st ? &*st : nullptr);
   };
 }
 
@@ -842,7 +854,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   Status s = Status::Ok();
   if ((flags & O_TRUNC) != 0 && !created) s = contents->Truncate(0);
   struct stat attr {};
-  if (s.ok()) {
+  if (s.ok() && !created && (flags & O_TRUNC) != 0) {  // otherwise `st` is as it is now
     auto now = at.dir->backing().Stat(stored);
     if (now.ok())
       st = *now;
@@ -1106,7 +1118,8 @@ Result<Filesystem::NewModes> Filesystem::ModesForNew(core::BackingDir& parent, m
   return out;
 }
 
-Status Filesystem::FinishNew(core::BackingDir& object, const NewModes& modes) {
+Status Filesystem::FinishNew(core::BackingDir& object, const NewModes& modes,
+                             const struct stat* known) {
   // The access ACL first: until it is stored the entry has its owner's bits only.
   if (!modes.access_acl.empty())
     SIGILFS_RETURN_IF_ERROR(tree_->StoreAcl(object, kAccessAcl, &modes.access_acl, 0, modes.mode));
@@ -1114,8 +1127,13 @@ Status Filesystem::FinishNew(core::BackingDir& object, const NewModes& modes) {
     SIGILFS_RETURN_IF_ERROR(
         tree_->StoreAcl(object, kDefaultAcl, &modes.default_acl, 0, modes.mode));
   // The daemon's own umask applied to the cipher object too, and a chown by root clears
-  // set-ID bits: the mode asked for wins.
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, object.Stat(""));
+  // set-ID bits: the mode asked for wins. (A stored ACL may have changed the mode.)
+  struct stat st;
+  if (known != nullptr && modes.access_acl.empty() && modes.default_acl.empty()) {
+    st = *known;
+  } else {
+    SIGILFS_ASSIGN_OR_RETURN(st, object.Stat(""));
+  }
   if ((st.st_mode & 07777) != modes.mode) return object.SetMode("", modes.mode);
   return Status::Ok();
 }

@@ -367,7 +367,10 @@ class Filesystem {
   Result<struct stat> Translate(struct stat st, core::BackingDir& dir, const std::string& stored,
                                 const Inode* inode);
   // A new entry (`object`) in the directory of `at` given to its maker (MountOptions::set_owner).
-  Status Chown(core::BackingDir& object, const Place& at, const Caller& caller);
+  // `known`, if given, holds the entry's stat, which spares asking for it; it is emptied when
+  // the owner changes, since a chown may clear set-ID bits.
+  Status Chown(core::BackingDir& object, const Place& at, const Caller& caller,
+               std::optional<struct stat>* known = nullptr);
   // What a new entry gets: its mode (the umask applied, or restricted by the parent's default
   // ACL) and the ACLs it inherits (empty when none is stored).
   struct NewModes {
@@ -381,8 +384,9 @@ class Filesystem {
   Result<NewModes> ModesForNew(core::BackingDir& parent, mode_t type, mode_t mode,
                                const Caller& caller) SIGILFS_REQUIRES_SHARED(tree_mu_);
   // Stores a new entry's inherited ACLs and then gives it its final mode (`object`: a handle
-  // on the new entry).
-  Status FinishNew(core::BackingDir& object, const NewModes& modes);
+  // on the new entry; `st`, if given, its stat as it is now).
+  Status FinishNew(core::BackingDir& object, const NewModes& modes,
+                   const struct stat* st = nullptr);
   // A new entry's last touches (core::Tree::Finish): its owner (Chown), then FinishNew.
   core::Tree::Finish FinishFor(const Place& at, const NewModes& modes, const Caller& caller);
   // The plaintext value of an extended attribute of `object` (ENODATA if none); one that does
