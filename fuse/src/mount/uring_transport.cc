@@ -285,11 +285,6 @@ bool UringTransport::TakeReply(const iovec* iov, int count) {
   if (s.committed) {
     ReplyGoes();
     (void)::io_uring_submit(s.ring);
-    // The caller, woken, waits on this CPU (every entry is pinned to it) for the rest of this
-    // thread's work on the request (libfuse's clean-up, the handler's return, the next wait),
-    // which over /dev/fuse ran on the other CPU: the caller goes first (`cp -a` ran at
-    // 0.82-0.96x of /dev/fuse without this, 0.93-0.99x with it).
-    ::sched_yield();
   }
   return true;
 }
