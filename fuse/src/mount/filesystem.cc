@@ -1061,8 +1061,19 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   auto parsed = acl::Parse(value);
   if (!parsed.ok()) return parsed.status();
   ReaderLock tree(tree_mu_);
+  // The object itself: its open descriptor (`cp -a` sets the ACL before it closes the file), or
+  // one of its own.
+  Object object;
+  {
+    MutexLock lock(inode.mu);
+    object = inode.object;
+  }
   struct stat st;
-  SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode, &st));
+  if (object) {
+    SIGILFS_ASSIGN_OR_RETURN(st, object->Stat(""));
+  } else {
+    SIGILFS_ASSIGN_OR_RETURN(object, OpenInode(inode, &st));
+  }
   const mode_t current = st.st_mode & 07777;
   const std::vector<uint8_t> bytes = acl::Serialize(*parsed);
   if (name == kDefaultAcl) {
