@@ -460,17 +460,23 @@ TEST(AeadKat, RejectsMalformedArguments) {
 
 // RFC 5297, Appendix A.1 "Deterministic Authenticated Encryption Example" (AES-SIV-CMAC-256,
 // one AD component).
+constexpr std::string_view kSivA1Key =
+    "fffefdfc fbfaf9f8 f7f6f5f4 f3f2f1f0"
+    "f0f1f2f3 f4f5f6f7 f8f9fafb fcfdfeff";
+constexpr std::string_view kSivA1Ad =
+    "10111213 14151617 18191a1b 1c1d1e1f"
+    "20212223 24252627";
+constexpr std::string_view kSivA1Plaintext = "11223344 55667788 99aabbcc ddee";
+constexpr std::string_view kSivA1Output =  // IV || C
+    "85632d07 c6e8f37f 950acd32 0a2ecc93"
+    "40c02b96 90c4dc04 daef7f6a fe5c";
+
+// The vector above.
 TEST(AesSivKat, Rfc5297A1Deterministic) {
-  const std::vector<uint8_t> key = FromHex(
-      "fffefdfc fbfaf9f8 f7f6f5f4 f3f2f1f0"
-      "f0f1f2f3 f4f5f6f7 f8f9fafb fcfdfeff");
-  const std::vector<uint8_t> ad = FromHex(
-      "10111213 14151617 18191a1b 1c1d1e1f"
-      "20212223 24252627");
-  const std::vector<uint8_t> plaintext = FromHex("11223344 55667788 99aabbcc ddee");
-  const std::string_view output =  // IV || C
-      "85632d07 c6e8f37f 950acd32 0a2ecc93"
-      "40c02b96 90c4dc04 daef7f6a fe5c";
+  const std::vector<uint8_t> key = FromHex(kSivA1Key);
+  const std::vector<uint8_t> ad = FromHex(kSivA1Ad);
+  const std::vector<uint8_t> plaintext = FromHex(kSivA1Plaintext);
+  const std::string_view output = kSivA1Output;
 
   Result<std::unique_ptr<AesSiv>> siv = AesSiv::Create(key);
   ASSERT_TRUE(siv.ok()) << siv.status().ToString();
@@ -522,17 +528,10 @@ TEST(AesSivKat, Rfc5297A2NonceBased) {
 // calls from several threads at once all give the vector (a state carried over from an earlier
 // call, or shared between threads, would not).
 TEST(AesSivKat, EveryCallStartsFromTheKeyAloneOnAnyThread) {
-  const std::vector<uint8_t> key = FromHex(
-      "fffefdfc fbfaf9f8 f7f6f5f4 f3f2f1f0"
-      "f0f1f2f3 f4f5f6f7 f8f9fafb fcfdfeff");
-  const std::vector<uint8_t> ad = FromHex(
-      "10111213 14151617 18191a1b 1c1d1e1f"
-      "20212223 24252627");
-  const std::vector<uint8_t> plaintext = FromHex("11223344 55667788 99aabbcc ddee");
-  const std::string expected = NormHex(
-      "85632d07 c6e8f37f 950acd32 0a2ecc93"
-      "40c02b96 90c4dc04 daef7f6a fe5c");
-  Result<std::unique_ptr<AesSiv>> siv = AesSiv::Create(key);
+  const std::vector<uint8_t> plaintext = FromHex(kSivA1Plaintext);
+  const std::vector<uint8_t> ad = FromHex(kSivA1Ad);
+  const std::string expected = NormHex(kSivA1Output);
+  Result<std::unique_ptr<AesSiv>> siv = AesSiv::Create(FromHex(kSivA1Key));
   ASSERT_TRUE(siv.ok()) << siv.status().ToString();
   const std::array<ByteSpan, 1> ads = {ad};
   std::vector<uint8_t> forged = FromHex(expected);
