@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -75,6 +77,58 @@ TEST_F(MountUringTest, MountSuitesPassOverIoUring) {
   const test::ProcessResult r = test::RunProcess(
       {"/proc/self/exe", std::string("--gtest_filter=") + kSuitesOverUring, "--gtest_brief=1"}, "",
       env);
+  std::printf("%s", r.out.substr(r.out.size() > 4000 ? r.out.size() - 4000 : 0).c_str());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// The threads of process `pid` named `name`.
+int ThreadsNamed(pid_t pid, const std::string& name) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::string comm = test::ReadAll(task.path() / "comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm == name) ++n;
+  }
+  return n;
+}
+
+// A daemon that may leave SCHED_IDLE again (root here) commits its replies under it and serves
+// RELEASE on the entry's own thread: it starts no helper. One that may not (without
+// CAP_SYS_NICE and with the default RLIMIT_NICE, as most unprivileged daemons) commits them as
+// usual and hands RELEASE to the helper, and the POSIX, workload, concurrency and race suites
+// pass that way too.
+TEST_F(MountUringTest, DaemonsThatMayNotLeaveSchedIdleServeAsWellWithTheHelper) {
+  ASSERT_TRUE(fs::exists("/usr/bin/setpriv")) << "setpriv (util-linux) drops the capability";
+  test::TempDir dir;
+  const fs::path wrapper = dir.path() / "daemon-without-sys-nice";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec /usr/bin/setpriv --bounding-set=-sys_nice "
+                            "--inh-caps=-sys_nice -- "
+                         << SIGILFS_BINARY << " \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  auto helpers = [](const test::MountedVault& vault) {
+    for (int i = 0; i < 20; ++i) std::ofstream(vault.path("f" + std::to_string(i))) << i;
+    return ThreadsNamed(vault.pid(), "sigilfs-qhelp");
+  };
+  {
+    test::MountedVault vault({"--transport", "uring"});
+    EXPECT_EQ(helpers(vault), 0) << "a daemon that may leave SCHED_IDLE starts no helper";
+  }
+  ::setenv("SIGILFS_TEST_DAEMON", wrapper.c_str(), 1);
+  {
+    test::MountedVault vault({"--transport", "uring"});
+    EXPECT_EQ(helpers(vault), 1) << "one that may not hands RELEASE to the helper";
+  }
+  ::unsetenv("SIGILFS_TEST_DAEMON");
+
+  std::vector<std::string> env = test::EnvironmentWithout("SIGILFS_TEST_MOUNT_ARGS");
+  env.push_back("SIGILFS_TEST_MOUNT_ARGS=--transport uring");
+  env.push_back("SIGILFS_TEST_DAEMON=" + wrapper.string());
+  const test::ProcessResult r = test::RunProcess(
+      {"/proc/self/exe",
+       "--gtest_filter=MountPosixTest.*:MountWorkloadTest.*:MountConcurrencyTest.*:MountRaceTest.*",
+       "--gtest_brief=1"},
+      "", env);
   std::printf("%s", r.out.substr(r.out.size() > 4000 ? r.out.size() - 4000 : 0).c_str());
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }

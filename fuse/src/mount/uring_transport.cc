@@ -54,7 +54,8 @@ thread_local struct Serving {
   int fd = -1;
   uint16_t qid = 0;
   uint64_t commit_id = 0;
-  bool committed = false;  // the commit (and fetch) went to the kernel with the reply
+  bool committed = false;    // the commit (and fetch) went to the kernel with the reply
+  bool idle_commit = false;  // the commit is submitted under SCHED_IDLE (UringTransport::Run)
 } t_serving;
 
 // Requests the kernel sends in the background: no caller waits for their reply.
@@ -98,6 +99,20 @@ void RequestCame() {
 #ifdef SIGILFS_UNDER_TSAN
   __tsan_acquire(&ring_order);
 #endif
+}
+
+// Whether a thread of this process may go to SCHED_IDLE and come back: coming back needs
+// CAP_SYS_NICE or an RLIMIT_NICE that allows nice 0, which an unprivileged daemon rarely has.
+// Tried on a thread of its own, which ends either way.
+bool CanLeaveIdle() {
+  bool back = false;
+  std::thread probe([&back] {
+    sched_param none{};
+    back = ::sched_setscheduler(0, SCHED_IDLE, &none) == 0 &&
+           ::sched_setscheduler(0, SCHED_OTHER, &none) == 0;
+  });
+  probe.join();
+  return back;
 }
 
 // errno's text (strerror is not thread-safe).
@@ -217,13 +232,14 @@ UringTransport::UringTransport(int fd, size_t payload_size, Serve serve, unsigne
       payload_size_(payload_size),
       serve_(serve),
       queues_(PossibleCpus()),
-      depth_(depth == 0 ? 1 : depth) {
+      depth_(depth == 0 ? 1 : depth),
+      idle_commit_(CanLeaveIdle()) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     Fail(std::string("eventfd: ") + Why(errno));
     return;
   }
-  helper_ = std::thread([this] { Help(); });
+  if (!idle_commit_) helper_ = std::thread([this] { Help(); });
   threads_.reserve(static_cast<size_t>(queues_) * depth_);
   for (unsigned q = 0; q < queues_; ++q)
     for (unsigned i = 0; i < depth_; ++i) threads_.emplace_back([this, q, i] { Run(q, i); });
@@ -284,7 +300,17 @@ bool UringTransport::TakeReply(const iovec* iov, int count) {
       PrepareCommand(s.ring, s.fd, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, s.qid, s.commit_id, nullptr);
   if (s.committed) {
     ReplyGoes();
+    // The reply wakes its caller inside this submit, while this thread still runs on the
+    // caller's CPU, and the scheduler puts a woken task on an idle CPU rather than a busy one:
+    // the caller moved to the other CPU at most replies, and each request then woke a CPU
+    // from idle. A CPU whose running task is SCHED_IDLE counts as idle, and the woken caller
+    // preempts that task: so the caller stays, and goes first. This thread is back to
+    // SCHED_OTHER as soon as it runs again.
+    sched_param none{};
+    if (s.idle_commit) (void)::sched_setscheduler(0, SCHED_IDLE, &none);
     (void)::io_uring_submit(s.ring);
+    if (s.idle_commit && ::sched_setscheduler(0, SCHED_OTHER, &none) != 0)
+      Log("io_uring transport: leaving SCHED_IDLE: %s", Why(errno).c_str());
   }
   return true;
 }
@@ -432,10 +458,12 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     in.len = static_cast<uint32_t>(sizeof in + op + payload);
     std::memcpy(msg, &in, sizeof in);
     std::memcpy(msg + sizeof in, e.header->op_in, op);
-    t_serving = {e.header, e.area + kHeadroom,         payload_size_, in.unique, false, &ring,
-                 fd_,      static_cast<uint16_t>(qid), io.commit_id};
-    // A background request's work goes to the helper, off this CPU, where the caller goes on.
-    if (!Background(in.opcode) || !ServeOnHelper(msg, in.len)) serve_(msg, in.len);
+    t_serving = {e.header, e.area + kHeadroom,         payload_size_, in.unique, false,       &ring,
+                 fd_,      static_cast<uint16_t>(qid), io.commit_id,  false,     idle_commit_};
+    // A background request's work goes to the helper, off this CPU, where the caller goes on;
+    // with the commit under SCHED_IDLE the caller goes first anyway, and the hand-over (two
+    // sleeps and two wake-ups) would only cost.
+    if (idle_commit_ || !Background(in.opcode) || !ServeOnHelper(msg, in.len)) serve_(msg, in.len);
     const bool committed = t_serving.committed;
     if (!t_serving.replied) {
       // Every request the ring carries has a reply; one never sent would hold the entry.

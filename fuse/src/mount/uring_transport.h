@@ -80,6 +80,9 @@ class UringTransport {
   const Serve serve_;
   const unsigned queues_;
   const unsigned depth_;
+  // Whether replies are committed under SCHED_IDLE (TakeReply), and RELEASE served on its
+  // entry's thread: where the daemon may leave SCHED_IDLE again (CanLeaveIdle).
+  const bool idle_commit_;
   int stop_fd_ = -1;  // eventfd: readable once the threads are to end
   std::atomic<uint64_t> requests_{0};
   std::atomic<bool> failed_{false};
