@@ -309,7 +309,8 @@ bool UringTransport::TakeReply(const iovec* iov, int count) {
     sched_param none{};
     if (s.idle_commit) (void)::sched_setscheduler(0, SCHED_IDLE, &none);
     (void)::io_uring_submit(s.ring);
-    if (s.idle_commit && ::sched_setscheduler(0, SCHED_OTHER, &none) != 0)
+    static std::atomic<bool> told{false};  // said once: it would fail at every reply
+    if (s.idle_commit && ::sched_setscheduler(0, SCHED_OTHER, &none) != 0 && !told.exchange(true))
       Log("io_uring transport: leaving SCHED_IDLE: %s", Why(errno).c_str());
   }
   return true;
@@ -361,11 +362,11 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   ::pthread_setname_np(::pthread_self(), name);
   // The kernel queues a request on the queue of the CPU its caller runs on, and every entry of
   // that queue serves it on that CPU: the caller sleeps and the entry's thread runs where it
-  // slept, with no wake-up of another CPU either way (4 KiB writes ran 1.7 to 2.9
-  // times as fast as over /dev/fuse). Requests no caller waits for (RELEASE) would then
-  // take the caller's CPU from it while another idles (`cp -a` ran a quarter slower): their
-  // work goes to the helper, which the scheduler places. A CPU this process may not use leaves
-  // the thread free.
+  // slept, with no wake-up of another CPU either way (4 KiB writes ran 1.4 to 2.9 times as
+  // fast as over /dev/fuse). Where replies are committed under SCHED_IDLE the caller goes first
+  // (TakeReply); elsewhere requests no caller waits for (RELEASE) would take the caller's CPU
+  // from it while another idles (`cp -a` ran a quarter slower), and their work goes to the
+  // helper, which the scheduler places. A CPU this process may not use leaves the thread free.
   {
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
