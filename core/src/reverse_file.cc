@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "sigilfs/core/keys.h"
@@ -13,6 +15,108 @@
 #include "sigilfs/mutex.h"
 
 namespace sigilfs::core {
+
+class ReverseKeptUnits {
+ public:
+  // The kept units of one version of a file.
+  class Units {
+   public:
+    // Bytes [skip, skip + out.size()) of unit `index` into `out`, if it is kept.
+    bool Take(uint64_t index, size_t skip, MutableByteSpan out) SIGILFS_EXCLUDES(mu_) {
+      MutexLock lock(mu_);
+      auto it = Find(index);
+      if (it == units_.end()) return false;
+      TakeFrom(it, skip, out);
+      return true;
+    }
+
+    // Keeps `sealed` as unit `index`, then takes from it as Take does. Two reads that sealed the
+    // unit at once (from two versions of its page, maybe) both take the one kept first.
+    void KeepAndTake(uint64_t index, ByteSpan sealed, size_t skip, MutableByteSpan out)
+        SIGILFS_EXCLUDES(mu_) {
+      MutexLock lock(mu_);
+      if (auto it = Find(index); it != units_.end()) return TakeFrom(it, skip, out);
+      units_.push_front({index, std::vector<uint8_t>(sealed.begin(), sealed.end()),
+                         std::vector<bool>(sealed.size()), sealed.size()});
+      TakeFrom(units_.begin(), skip, out);
+      if (units_.size() <= kKept) return;
+      // A unit whose every byte was taken goes first; one that a read took a part of waits for
+      // the read of the rest, which may come much later (the stream before it, in a copier
+      // with several), unless all of them are such.
+      auto victim = std::prev(units_.end());
+      for (auto it = units_.rbegin(); it != units_.rend(); ++it) {
+        if (it->untaken != 0) continue;
+        victim = std::prev(it.base());
+        break;
+      }
+      units_.erase(victim);
+    }
+
+   private:
+    struct Unit {
+      uint64_t index;
+      std::vector<uint8_t> bytes;
+      std::vector<bool> taken;  // by a read, since the unit was kept
+      size_t untaken;
+    };
+
+    std::list<Unit>::iterator Find(uint64_t index) SIGILFS_REQUIRES(mu_) {
+      return std::find_if(units_.begin(), units_.end(),
+                          [index](const Unit& u) { return u.index == index; });
+    }
+
+    // Bytes of `it` into `out`, as Take.
+    void TakeFrom(std::list<Unit>::iterator it, size_t skip, MutableByteSpan out)
+        SIGILFS_REQUIRES(mu_) {
+      std::memcpy(out.data(), it->bytes.data() + skip, out.size());
+      for (size_t i = skip; i < skip + out.size(); ++i) {
+        if (it->taken[i]) continue;
+        it->taken[i] = true;
+        --it->untaken;
+      }
+      units_.splice(units_.begin(), units_, it);  // most recently used first
+    }
+
+    // Reads a few at a time in flight (the kernel's read-ahead) per open, and a few opens (a
+    // copier's streams) share at most one unit each with their neighbours: 64 units (about
+    // 260 KiB) leave room for many of them.
+    static constexpr size_t kKept = 64;
+    Mutex mu_;
+    std::list<Unit> units_ SIGILFS_GUARDED_BY(mu_);  // most recently used first
+  };
+
+  // The kept units of the version of a file with header nonce `nonce` and `size` plain bytes:
+  // those of the opens of it still open, else new ones.
+  static std::shared_ptr<Units> Of(const std::shared_ptr<ReverseKeptUnits>& all,
+                                   const FileNonce& nonce, uint64_t size) {
+    const Version version{nonce, size};
+    MutexLock lock(all->mu_);
+    std::weak_ptr<Units>& slot = all->versions_[version];
+    if (std::shared_ptr<Units> open = slot.lock()) return open;
+    // The last open's close forgets the version, unless a new open of it came in between.
+    std::shared_ptr<Units> made(new Units, [all, version](Units* units) {
+      {
+        MutexLock forget(all->mu_);
+        auto it = all->versions_.find(version);
+        if (it != all->versions_.end() && it->second.expired()) all->versions_.erase(it);
+      }
+      delete units;
+    });
+    slot = made;
+    return made;
+  }
+
+ private:
+  // What fixes every unit's key, place, length and last-unit flag.
+  using Version = std::pair<FileNonce, uint64_t>;
+  Mutex mu_;
+  std::map<Version, std::weak_ptr<Units>> versions_ SIGILFS_GUARDED_BY(mu_);
+};
+
+std::shared_ptr<ReverseKeptUnits> NewReverseKeptUnits() {
+  return std::make_shared<ReverseKeptUnits>();
+}
+
 namespace {
 
 Status ReadOnly() { return Status::FromErrno(EROFS, "the encrypted view is read only"); }
@@ -21,13 +125,15 @@ class ReverseFile : public BackingFile {
  public:
   ReverseFile(std::unique_ptr<BackingFile> plain, uint64_t plain_size,
               std::unique_ptr<crypt::Aead> aead, const FileNonce& nonce,
-              std::shared_ptr<const ReverseKeys> keys)
+              std::shared_ptr<const ReverseKeys> keys,
+              std::shared_ptr<ReverseKeptUnits::Units> kept)
       : plain_(std::move(plain)),
         plain_size_(plain_size),
         aead_(std::move(aead)),
         codec_(*aead_, nonce),
         keys_(std::move(keys)),
-        pages_(PageGeometry::PageCount(plain_size)) {
+        pages_(PageGeometry::PageCount(plain_size)),
+        kept_(std::move(kept)) {
     EncodeFileHeader({.nonce = nonce}, header_);
   }
 
@@ -112,13 +218,18 @@ class ReverseFile : public BackingFile {
       const size_t skip = static_cast<size_t>(start > unit_start ? start - unit_start : 0);
       const size_t take = std::min(len - skip, out.size() - written);
       MutableByteSpan dest = out.subspan(written, take);
+      if (kept_->Take(index, skip, dest)) {
+        // A unit another read took a part of: the same bytes, though its page may have changed.
+        written += take;
+        continue;
+      }
       if (index >= lo && index < hi_end) {
         const ByteSpan page(plain.data() + (index - lo) * kPageSize, len - g.overhead());
         result = Seal(index, page, dest);
       } else {
         unit.resize(len);
-        result = BoundaryUnit(index, unit);
-        if (result.ok()) std::memcpy(dest.data(), unit.data() + skip, take);
+        result = SealFromItsPage(index, unit);
+        if (result.ok()) kept_->KeepAndTake(index, unit, skip, dest);
       }
       written += take;
     }
@@ -136,27 +247,16 @@ class ReverseFile : public BackingFile {
     return Status::Ok();
   }
 
-  // Unit `index`, which a read covers only in part, into `unit`: the same bytes to every read
-  // of this open file, so that two reads that each take a part of it (in any order, or at once)
-  // give a whole unit even while its page changes. Sealed under the lock the first time, from
-  // one read of its page, and kept (the last kKept of them).
-  Status BoundaryUnit(uint64_t index, MutableByteSpan unit) {
-    MutexLock lock(mu_);
-    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (it->first != index) continue;
-      std::memcpy(unit.data(), it->second.data(), unit.size());
-      kept_.splice(kept_.begin(), kept_, it);  // most recently used first
-      return Status::Ok();
-    }
+  // Unit `index` into `unit`, sealed from one read of its page: a unit a read covers only in
+  // part, which is then kept (ReverseKeptUnits), so that the reads of its other parts, by this
+  // open or another, in any order or at once, give a whole unit even while its page changes.
+  Status SealFromItsPage(uint64_t index, MutableByteSpan unit) {
     std::array<uint8_t, kPageSize> page;
     const size_t len = unit.size() - codec_.geometry().overhead();
     Status s = ReadPlain(MutableByteSpan(page.data(), len), index * kPageSize);
     if (s.ok()) s = Seal(index, ByteSpan(page.data(), len), unit);
     crypt::SecureWipe(page);
-    if (!s.ok()) return s;
-    kept_.emplace_front(index, std::vector<uint8_t>(unit.begin(), unit.end()));
-    if (kept_.size() > kKept) kept_.pop_back();
-    return Status::Ok();
+    return s;
   }
 
   Status Seal(uint64_t index, ByteSpan page, MutableByteSpan unit) const {
@@ -173,12 +273,8 @@ class ReverseFile : public BackingFile {
   const UnitCodec codec_;
   const std::shared_ptr<const ReverseKeys> keys_;
   const uint64_t pages_;
+  const std::shared_ptr<ReverseKeptUnits::Units> kept_;  // this version's, shared by its opens
   std::array<uint8_t, kFileHeaderSize> header_{};
-  // Boundary units sealed (index, ciphertext), most recently used first. Reads a few at a time
-  // in flight (the kernel's read-ahead) share at most one each with their neighbours.
-  static constexpr size_t kKept = 32;
-  Mutex mu_;
-  std::list<std::pair<uint64_t, std::vector<uint8_t>>> kept_ SIGILFS_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -187,11 +283,13 @@ Result<std::unique_ptr<BackingFile>> NewReverseFile(std::unique_ptr<BackingFile>
                                                     uint64_t plain_size, const FileNonce& nonce,
                                                     crypt::AeadAlgorithm cipher,
                                                     ByteSpan content_key,
-                                                    std::shared_ptr<const ReverseKeys> keys) {
+                                                    std::shared_ptr<const ReverseKeys> keys,
+                                                    const std::shared_ptr<ReverseKeptUnits>& kept) {
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes key, DeriveFileKey(content_key, nonce));
   SIGILFS_ASSIGN_OR_RETURN(auto aead, crypt::Aead::Create(cipher, key.span()));
   return std::unique_ptr<BackingFile>(
-      new ReverseFile(std::move(plain), plain_size, std::move(aead), nonce, std::move(keys)));
+      new ReverseFile(std::move(plain), plain_size, std::move(aead), nonce, std::move(keys),
+                      ReverseKeptUnits::Of(kept, nonce, plain_size)));
 }
 
 }  // namespace sigilfs::core

@@ -37,6 +37,8 @@ struct Context {
   dev_t dev = 0;                     // its file system: entries on others are left out
   std::unique_ptr<NameCodec> names;
   std::shared_ptr<const ReverseKeys> keys;  // shared with the files opened
+  // Units that reads took a part of, per file version, shared by the opens of each.
+  std::shared_ptr<ReverseKeptUnits> kept = NewReverseKeptUnits();
   crypt::SecureBytes content_key;
   crypt::AeadAlgorithm cipher = crypt::AeadAlgorithm::kAes256Gcm;
   PageGeometry geometry{12};
@@ -391,7 +393,7 @@ class ReverseDir : public ReadOnlyDir {
     const FileNonce nonce =
         ByInode(st) ? ctx_->keys->FileNonceOfInode(st.st_ino) : ctx_->keys->FileNonceOf(path);
     return NewReverseFile(std::move(file), size, nonce, ctx_->cipher, ctx_->content_key.span(),
-                          ctx_->keys);
+                          ctx_->keys, ctx_->kept);
   }
 
   // The stored target of plain symlink `plain` (`st`): sealed under a nonce of its own text.

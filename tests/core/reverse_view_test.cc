@@ -214,6 +214,80 @@ class ReverseViewTest : public ::testing::Test {
     return copy;
   }
 
+  // Writes root file `name` of the plain tree, and returns its stored name in `view` ("" if
+  // not found).
+  std::string PutPlainFile(BackingDir& view, const std::string& name,
+                           const std::vector<uint8_t>& data) {
+    WriteFile(plain_ / name, data);
+    const uint64_t size = PageGeometry(12).CipherSize(data.size());
+    std::string stored;
+    EXPECT_TRUE(view.List(0,
+                          [&](const BackingEntry& e) {
+                            auto st = view.Stat(e.name);
+                            if (st.ok() && S_ISREG(st->st_mode) &&
+                                static_cast<uint64_t>(st->st_size) == size)
+                              stored = e.name;
+                            return true;
+                          })
+                    .ok());
+    return stored;
+  }
+
+  // The plain pages of root file `name` as a copy whose file holds cipher bytes `cipher` gives
+  // them back through the vault's own reader (a restore); an error names the first page that
+  // does not open.
+  Result<std::vector<std::vector<uint8_t>>> RestoredPages(const std::string& name,
+                                                          const std::vector<uint8_t>& cipher) {
+    const fs::path copy = Copy();
+    std::string stored;
+    for (const auto& e : fs::directory_iterator(copy))
+      if (!e.is_symlink() && e.is_regular_file() && e.file_size() == cipher.size())
+        stored = e.path().filename().string();
+    if (stored.empty()) return Status::FromErrno(ENOENT, "no file of that size in the copy");
+    {
+      std::ofstream out(copy / stored, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(cipher.data()),
+                static_cast<std::streamsize>(cipher.size()));
+    }
+    SIGILFS_ASSIGN_OR_RETURN(auto vault, Vault::Unlock(copy.string(), Bytes("pass")));
+    SIGILFS_ASSIGN_OR_RETURN(auto volume, Volume::Open(std::move(vault), {}));
+    SIGILFS_ASSIGN_OR_RETURN(auto tree, Tree::Open(*volume));
+    SIGILFS_ASSIGN_OR_RETURN(auto root, tree->Root());
+    SIGILFS_ASSIGN_OR_RETURN(auto contents, tree->OpenFile(*root, name, false));
+    std::vector<std::vector<uint8_t>> pages;
+    for (uint64_t at = 0;; at += 4096) {
+      std::vector<uint8_t> page(4096);
+      auto n = contents->Read(at, page);
+      if (!n.ok())
+        return Status::FromErrno(EIO,
+                                 "page at " + std::to_string(at) + ": " + n.status().ToString());
+      if (*n == 0) return pages;
+      page.resize(*n);
+      pages.push_back(std::move(page));
+    }
+  }
+
+  // How many pages of root file `name` a copy holding `cipher` as its bytes restores as
+  // `before`'s and how many as `after`'s. A page that does not open, or is neither, fails.
+  std::pair<size_t, size_t> RestoredOldAndNew(const std::string& name,
+                                              const std::vector<uint8_t>& cipher,
+                                              const std::vector<uint8_t>& before,
+                                              const std::vector<uint8_t>& after) {
+    auto pages = RestoredPages(name, cipher);
+    EXPECT_TRUE(pages.ok()) << pages.status().ToString();
+    size_t old_pages = 0, new_pages = 0;
+    for (size_t i = 0; pages.ok() && i < pages->size(); ++i) {
+      const std::vector<uint8_t>& page = (*pages)[i];
+      const auto at = static_cast<ptrdiff_t>(i * 4096);
+      const bool is_old = std::equal(page.begin(), page.end(), before.begin() + at);
+      const bool is_new = std::equal(page.begin(), page.end(), after.begin() + at);
+      EXPECT_TRUE(is_old || is_new) << "page " << i;
+      old_pages += is_old;
+      new_pages += is_new && !is_old;
+    }
+    return {old_pages, new_pages};
+  }
+
   test::TempDir temp_;
   fs::path plain_;
   std::unique_ptr<Vault> vault_;
@@ -501,6 +575,60 @@ TEST_F(ReverseViewTest, AFileChangingWhileReadGivesUnitsThatEachOpen) {
   fs::resize_file(plain_ / "docs" / "big", 1000);
   std::vector<uint8_t> tail(8192);
   EXPECT_EQ(again->ReadAt(tail, 100000).status().sys_errno(), EIO);
+}
+
+// Overwrites the plain file at `p` in place (same inode, same size), as an editor saving into
+// the file or a database would.
+void Rewrite(const fs::path& p, const std::vector<uint8_t>& data) {
+  std::fstream f(p, std::ios::binary | std::ios::in | std::ios::out);
+  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+
+// Two opens of one file, as a copier with several streams or one that resumes has: the first
+// takes the start of unit 0, the page changes, the second (opened after the change) takes the
+// rest. They share the unit, so the copy's unit 0 is one seal and opens.
+TEST_F(ReverseViewTest, TwoOpensOfAFileServeTheSameBytesOfAUnitTheyEachTakeAPartOf) {
+  const std::vector<uint8_t> before = test::Pattern(50000, 21), after = test::Pattern(50000, 22);
+  auto view = View();
+  const std::string stored = PutPlainFile(*view, "streamed", before);
+  ASSERT_FALSE(stored.empty());
+  auto first = std::move(view->OpenFile(stored, {.write = false})).value();
+  const uint64_t size = *first->Size();
+  std::vector<uint8_t> cipher(size);
+  ASSERT_EQ(*first->ReadAt(MutableByteSpan(cipher).first(4096), 0), 4096u);
+  Rewrite(plain_ / "streamed", after);
+  auto second = std::move(view->OpenFile(stored, {.write = false})).value();
+  ASSERT_EQ(*second->ReadAt(MutableByteSpan(cipher).subspan(4096), 4096), size - 4096);
+  EXPECT_EQ(RestoredOldAndNew("streamed", cipher, before, after),
+            std::make_pair(size_t{1}, size_t{12}));
+}
+
+// Streams that each copy a range of a file: the unit at the start of one range is taken in part
+// when its stream starts, and in part only when the stream before it ends, after many other
+// units were sealed and kept. Units a read took only a part of are the last to go, so it is
+// still kept then.
+TEST_F(ReverseViewTest, AUnitTakenInPartStaysKeptWhileManyOthersAreSealed) {
+  const std::vector<uint8_t> before = test::Pattern(400000, 23), after = test::Pattern(400000, 24);
+  auto view = View();
+  const std::string stored = PutPlainFile(*view, "streamed", before);
+  ASSERT_FALSE(stored.empty());
+  auto second = std::move(view->OpenFile(stored, {.write = false})).value();
+  const uint64_t size = *second->Size();
+  std::vector<uint8_t> cipher(size);
+  // Each stream reads as the kernel sends it: a page at a time.
+  auto stream = [&](BackingFile& file, uint64_t from, uint64_t to) {
+    for (uint64_t at = from; at < to; at = (at / 4096 + 1) * 4096) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>((at / 4096 + 1) * 4096, to) - at);
+      ASSERT_EQ(*file.ReadAt(MutableByteSpan(cipher).subspan(at, n), at), n);
+    }
+  };
+  const uint64_t split = 32 + 20 * 4124 + 1000;  // inside unit 20
+  stream(*second, split, size);  // 78 reads: each unit two of them share is taken whole, but 20
+  Rewrite(plain_ / "streamed", after);
+  auto first = std::move(view->OpenFile(stored, {.write = false})).value();
+  stream(*first, 0, split);
+  EXPECT_EQ(RestoredOldAndNew("streamed", cipher, before, after),
+            std::make_pair(size_t{78}, size_t{20}));
 }
 
 }  // namespace
