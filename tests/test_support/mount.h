@@ -176,8 +176,11 @@ class MountedVault {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    exit_status_ = status;
     pid_ = -1;
   }
+  // The wait status of the daemon the last Unmount waited for (-1 before one).
+  int exit_status() const { return exit_status_; }
 
   void Remount() {
     Unmount();
@@ -224,6 +227,7 @@ class MountedVault {
   std::string cipher_, plain_, passfile_;  // given, or empty for the ones in dir_
   std::string own_cipher_;                 // made below SIGILFS_TEST_CIPHER_ROOT, removed after
   pid_t pid_ = -1;
+  int exit_status_ = -1;
 };
 
 }  // namespace sigilfs::test

@@ -257,6 +257,11 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
       const int loop = fuse_session_loop_mt(se, cfg);
       rc = loop == 0 || loop == SIGINT || loop == SIGTERM || loop == SIGHUP ? 0 : 1;
       fuse_loop_cfg_destroy(cfg);
+      // A mount that was to serve over io_uring only and could not ended itself (logged).
+      if (const std::string refused = DeviceIoRefusal(); !refused.empty()) {
+        std::fprintf(stderr, "sigilfs: %s\n", refused.c_str());
+        rc = 1;
+      }
     }
     // The ring's threads end first: a request they serve after this would race the unmount.
     StopDeviceIo();

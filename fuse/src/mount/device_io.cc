@@ -2,15 +2,18 @@
 // and the INIT reply that hands requests to the io_uring transport.
 #include "device_io.h"
 
+#include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "log.h"
 #include "uring_abi.h"
@@ -39,6 +42,58 @@ thread_local bool t_clears_set_id = false;
 thread_local bool t_direct_write = false;
 std::atomic<bool> g_taken_over{false};
 
+// The request this thread serves, for the reply's fault injection.
+thread_local uint64_t t_unique = 0;
+thread_local uint32_t t_opcode = 0;
+
+// Why a mount asked to serve over io_uring (Transport::kUring) cannot: set once, before the
+// daemon ends itself.
+std::mutex g_refusal_mu;
+std::string g_refusal;
+
+// Ends a mount that must serve over io_uring and cannot: says why, and stops the session loop
+// as SIGTERM does (the loop's threads block the signal; the main thread takes it).
+void RefuseRing(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(g_refusal_mu);
+    if (!g_refusal.empty()) return;
+    g_refusal = "io_uring transport: " + why + "; --transport uring serves over io_uring only";
+  }
+  Log("%s: unmounting", DeviceIoRefusal().c_str());
+  ::kill(::getpid(), SIGTERM);
+}
+
+// Fault injection for tests (SIGILFS_FAULT_REPLIES=N): every Nth reply of each kind of request
+// is refused as the kernel refuses a reply it no longer waits for (an interrupted caller, an
+// aborted connection). The caller gets EIO in its place, so the kernel holds nothing the daemon
+// thinks it gave back; the daemon sees its reply fail and must give back what the reply handed
+// over, without touching the request again.
+unsigned g_fault_every = 0;
+constexpr size_t kOpcodes = 64;
+std::atomic<uint64_t> g_replies_by_opcode[kOpcodes];
+
+unsigned FaultEvery() {
+  // Read once, before the session's threads start.
+  const char* every = std::getenv("SIGILFS_FAULT_REPLIES");  // NOLINT(concurrency-mt-unsafe)
+  if (every == nullptr) return 0;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(every, &end, 10);
+  return end != every && *end == '\0' && n > 0 && n < 1000000 ? static_cast<unsigned>(n) : 0;
+}
+
+// Whether the reply in `iov` is to be refused (fault injection), for the request this thread
+// serves. INIT's reply sets up the connection and is never refused.
+bool FaultThisReply(const iovec* iov, int count) {
+  if (g_fault_every == 0 || count < 1 || iov[0].iov_len < sizeof(fuse_out_header)) return false;
+  fuse_out_header out;
+  std::memcpy(&out, iov[0].iov_base, sizeof out);
+  if (out.unique != t_unique || t_opcode == FUSE_INIT || t_opcode >= kOpcodes) return false;
+  const uint64_t n = g_replies_by_opcode[t_opcode].fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n % g_fault_every != 0) return false;
+  if (n == g_fault_every) Log("fault injection: refusing replies to opcode %u", t_opcode);
+  return true;
+}
+
 // Whether request argument T, following the header in `buf`, has `mask` set in `field`.
 template <typename T>
 bool Flagged(const void* buf, size_t n, uint32_t T::*field, uint32_t mask) {
@@ -52,9 +107,13 @@ bool Flagged(const void* buf, size_t n, uint32_t T::*field, uint32_t mask) {
 void NoteRequest(const void* buf, size_t n) {
   t_clears_set_id = false;
   t_direct_write = false;
+  t_unique = 0;
+  t_opcode = 0;
   if (n < sizeof(fuse_in_header)) return;
   fuse_in_header in;
   std::memcpy(&in, buf, sizeof in);
+  t_unique = in.unique;
+  t_opcode = in.opcode;
   switch (in.opcode) {
     case FUSE_INIT: {
       // major, minor, max_readahead, flags, flags2 (the last only with FUSE_INIT_EXT).
@@ -124,6 +183,16 @@ size_t PayloadSize(const iovec& init_out) {
 }
 
 ssize_t Writev(int fd, iovec* iov, int count, void*) {
+  if (FaultThisReply(iov, count)) {
+    fuse_out_header out;
+    std::memcpy(&out, iov[0].iov_base, sizeof out);
+    out.len = sizeof out;
+    out.error = -EIO;
+    iovec failed{&out, sizeof out};
+    if (!UringTransport::TakeReply(&failed, 1)) (void)!::writev(fd, &failed, 1);
+    errno = ENOENT;  // as writev(2) fails for a request the kernel no longer waits for
+    return -1;
+  }
   if (UringTransport::TakeReply(iov, count)) {
     size_t total = 0;
     for (int i = 0; i < count; ++i) total += iov[i].iov_len;
@@ -141,9 +210,16 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
       // fuse_init_out: major, minor, max_readahead, flags, ..., flags2 at its offset.
       auto* words = static_cast<uint32_t*>(iov[1].iov_base);
       if (g_offered.load()) words[3] |= FUSE_HANDLE_KILLPRIV_V2;
-      if (g_uring_offered.load() && g_transport != Transport::kDev &&
-          iov[1].iov_len >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t) &&
-          UringTransport::CanStart()) {
+      Status ring = Status::Ok();
+      if (g_transport != Transport::kDev && !g_uring_offered.load()) {
+        ring = Status(Code::kNotSupported, "the kernel did not offer io_uring for this mount");
+      } else if (g_transport != Transport::kDev &&
+                 iov[1].iov_len < offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
+        ring = Status(Code::kNotSupported, "libfuse's INIT reply has no room for io_uring");
+      } else if (g_transport != Transport::kDev) {
+        ring = UringTransport::CanStart();
+      }
+      if (g_transport != Transport::kDev && ring.ok()) {
         words[3] |= FUSE_INIT_EXT;
         uint32_t flags2 = 0;
         char* flags2_at = static_cast<char*>(iov[1].iov_base) + offsetof(fuse_init_out, flags2);
@@ -152,8 +228,16 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
         std::memcpy(flags2_at, &flags2, sizeof flags2);
         start_ring = true;
         payload = PayloadSize(iov[1]);
-      } else if (g_transport == Transport::kUring && !g_uring_offered.load()) {
-        Log("io_uring transport: the kernel did not offer it; requests go over /dev/fuse");
+      } else if (g_transport == Transport::kUring) {
+        // Asked for by name: no request is served over /dev/fuse. An INIT refused makes the
+        // kernel refuse every request of the connection (ECONNREFUSED), and the daemon ends.
+        RefuseRing(ring.message());
+        out.len = sizeof out;
+        out.error = -EPROTO;
+        iovec refused{&out, sizeof out};
+        return ::writev(fd, &refused, 1);
+      } else if (g_transport == Transport::kAuto && g_uring_offered.load()) {
+        Log("io_uring transport: %s; requests go over /dev/fuse", ring.message().c_str());
       }
     }
   }
@@ -161,7 +245,8 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
   // The kernel registers ring entries only once it has taken the INIT reply.
   if (start_ring && n >= 0) {
     std::lock_guard<std::mutex> lock(g_uring_mu);
-    g_uring = std::make_unique<UringTransport>(fd, payload, ServeFromRing);
+    g_uring = std::make_unique<UringTransport>(
+        fd, payload, ServeFromRing, g_transport == Transport::kUring ? RefuseRing : nullptr);
   }
   return n;
 }
@@ -172,6 +257,7 @@ bool TakeOverDeviceIo(fuse_session* se, Transport transport) {
   static const fuse_custom_io io = {Writev, Read, nullptr, nullptr};
   g_session.store(se);
   g_transport = transport;
+  g_fault_every = FaultEvery();
   const bool taken = fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
   g_taken_over.store(taken);
   return taken;
@@ -185,6 +271,11 @@ void StopDeviceIo() {
   }
   // Outside the lock: the threads' last requests may still ask for the stats.
   if (ring != nullptr) ring->Stop();
+}
+
+std::string DeviceIoRefusal() {
+  std::lock_guard<std::mutex> lock(g_refusal_mu);
+  return g_refusal;
 }
 
 TransportStats DeviceIoStats() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "lowlevel.h"
 #include "uring_transport.h"
@@ -33,6 +34,10 @@ struct TransportStats {
   unsigned depth = 0;
 };
 TransportStats DeviceIoStats();
+
+// Why a mount asked to serve over io_uring only (Transport::kUring) ended itself: the kernel did
+// not offer io_uring, or the ring could not be set up. Empty if it did not.
+std::string DeviceIoRefusal();
 
 // Whether the request this thread is serving is a write, a truncate or an O_TRUNC open by a
 // caller without CAP_FSETID, after which set-user-ID, and set-group-ID where the group may

@@ -18,6 +18,7 @@
 #include "device_io.h"
 #include "filesystem.h"
 #include "log.h"
+#include "request.h"
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/source.h"
 #include "sigilfs/fuse/errno_map.h"
@@ -38,53 +39,43 @@ constexpr double kTimeout = 1.0;
 
 std::atomic<fuse_session*> g_session{nullptr};  // see SetSession
 
+using Req = Request<Filesystem>;
+
 // Whether a handle was opened for writing.
 bool Writer(const fuse_file_info* fi) { return (fi->flags & O_ACCMODE) != O_RDONLY; }
 
-Filesystem& Fs(fuse_req_t req) {
-  auto& fs = *static_cast<Filesystem*>(fuse_req_userdata(req));
-  fs.Touch();  // for idle unmount
-  return fs;
+// The node `ino` names. Null, with ESTALE answered, for one the daemon does not know (a node
+// id it never gave, or one it forgot): the request ends there.
+std::shared_ptr<Inode> NodeOr(Req& r, fuse_ino_t ino) {
+  std::shared_ptr<Inode> inode = r.server().Get(ino);
+  if (inode == nullptr) std::move(r).Err(ESTALE);
+  return inode;
 }
-std::shared_ptr<Inode> InodeOf(fuse_req_t req, fuse_ino_t ino) { return Fs(req).Get(ino); }
 
-Caller CallerOf(fuse_req_t req) {
-  const fuse_ctx* ctx = fuse_req_ctx(req);
+Caller CallerOf(const Req& r) {
   Caller caller;
-  caller.uid = ctx->uid;
-  caller.gid = ctx->gid;
-  caller.umask = ctx->umask;  // sent with create, mkdir and mknod; 0 for the others
+  caller.uid = r.caller().uid;
+  caller.gid = r.caller().gid;
+  caller.umask = r.caller().umask;  // sent with create, mkdir and mknod; 0 for the others
   return caller;
 }
 
-// The caller with its supplementary groups, read (by libfuse, from /proc) only if a rule asks.
-// REQUIRES the result be used within the request.
-Caller CallerWithGroups(fuse_req_t req) {
-  Caller caller = CallerOf(req);
-  caller.groups = [req] {
-    std::vector<gid_t> groups(32);
-    for (;;) {
-      const int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-      if (n < 0) return std::vector<gid_t>();  // unknown: only uid and gid count
-      if (static_cast<size_t>(n) <= groups.size()) {
-        groups.resize(static_cast<size_t>(n));
-        return groups;
-      }
-      groups.resize(static_cast<size_t>(n));
-    }
-  };
+// The caller with its supplementary groups, read (by libfuse, from /proc) only if a rule asks:
+// before the reply, since they are the request's (after it, none are known).
+Caller CallerWithGroups(const Req& r) {
+  Caller caller = CallerOf(r);
+  caller.groups = [&r] { return r.Groups(); };
   return caller;
 }
 
 // Whether the calling thread holds CAP_FSETID, from its effective capabilities in /proc (the
 // kernel sends the pid of the calling thread). Unreadable (the thread is gone, or outside this
 // daemon's pid namespace): only root is taken to hold it.
-bool HasFsetid(fuse_req_t req) {
-  const fuse_ctx* ctx = fuse_req_ctx(req);
+bool HasFsetid(const Req::Caller& who) {
   constexpr int kCapFsetid = 4;
-  std::ifstream status("/proc/" + std::to_string(ctx->pid) + "/status");
+  std::ifstream status("/proc/" + std::to_string(who.pid) + "/status");
   std::string line;
-  while (ctx->pid > 0 && std::getline(status, line)) {
+  while (who.pid > 0 && std::getline(status, line)) {
     if (line.compare(0, 7, "CapEff:") != 0) continue;
     try {
       return ((std::stoull(line.substr(7), nullptr, 16) >> kCapFsetid) & 1) != 0;
@@ -92,15 +83,15 @@ bool HasFsetid(fuse_req_t req) {
       break;
     }
   }
-  return ctx->uid == 0;
+  return who.uid == 0;
 }
 
-void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
-void Fail(fuse_req_t req, int error) { fuse_reply_err(req, error); }
+void ReplyError(Req& r, const Status& s) { std::move(r).Err(ErrnoFor(s)); }
+void ReplyStatus(Req& r, const Status& s) { std::move(r).Err(s.ok() ? 0 : ErrnoFor(s)); }
 
-fuse_entry_param EntryParam(fuse_req_t req, const Entry& entry) {
+fuse_entry_param EntryParam(Filesystem& fs, const Entry& entry) {
   fuse_entry_param e{};
-  e.ino = Fs(req).NodeId(*entry.inode);
+  e.ino = fs.NodeId(*entry.inode);
   e.generation = entry.inode->generation;
   e.attr = entry.attr;
   e.attr_timeout = entry.damaged ? 0.0 : kTimeout;
@@ -108,24 +99,23 @@ fuse_entry_param EntryParam(fuse_req_t req, const Entry& entry) {
   return e;
 }
 
-void ReplyEntry(fuse_req_t req, Result<Entry> r) {
-  if (!r.ok()) return ReplyError(req, r.status());
-  const fuse_entry_param e = EntryParam(req, *r);
-  if (fuse_reply_entry(req, &e) != 0) Fs(req).Forget(e.ino, 1);  // the kernel never got it
+void ReplyEntry(Req& r, Result<Entry> found) {
+  if (!found.ok()) return ReplyError(r, found.status());
+  Filesystem& fs = r.server();
+  const fuse_entry_param e = EntryParam(fs, *found);
+  if (!std::move(r).Entry(e)) fs.Forget(e.ino, 1);  // the kernel never got it
 }
 
-void ReplyAttr(fuse_req_t req, Result<struct stat> r) {
-  if (!r.ok()) return ReplyError(req, r.status());
-  fuse_reply_attr(req, &*r, kTimeout);
+void ReplyAttr(Req& r, Result<struct stat> st) {
+  if (!st.ok()) return ReplyError(r, st.status());
+  std::move(r).Attr(*st, kTimeout);
 }
-
-void ReplyStatus(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() ? 0 : ErrnoFor(s)); }
 
 // Clears set-ID bits as a change by `caller` must, and makes the kernel drop the mode it
 // caches, which would otherwise still say set-user-ID to an exec of the changed file for up to
 // a second. Attributes only (offset -1): no page is touched, so this is safe before the reply.
-void ClearSetId(fuse_req_t req, fuse_ino_t ino, Inode& inode, const Caller& caller) {
-  auto changed = Fs(req).ClearSetId(inode, caller);
+void ClearSetId(Filesystem& fs, fuse_ino_t ino, Inode& inode, const Caller& caller) {
+  auto changed = fs.ClearSetId(inode, caller);
   if (!changed.ok()) {
     Log("clearing set-ID bits: %s", changed.status().ToString().c_str());
     return;
@@ -136,8 +126,8 @@ void ClearSetId(fuse_req_t req, fuse_ino_t ino, Inode& inode, const Caller& call
 
 // A write, truncate or O_TRUNC open the kernel flagged (device_io.h): a caller without
 // CAP_FSETID.
-void ClearSetIdIfAsked(fuse_req_t req, fuse_ino_t ino, Inode& inode) {
-  if (RequestClearsSetId()) ClearSetId(req, ino, inode, CallerWithGroups(req));
+void ClearSetIdIfAsked(const Req& r, fuse_ino_t ino, Inode& inode) {
+  if (RequestClearsSetId()) ClearSetId(r.server(), ino, inode, CallerWithGroups(r));
 }
 
 void Init(void* userdata, fuse_conn_info* conn) {
@@ -180,15 +170,16 @@ void Init(void* userdata, fuse_conn_info* conn) {
 
 void Destroy(void* userdata) { static_cast<Filesystem*>(userdata)->FlushAll(); }
 
-void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+void Lookup(Req& r, fuse_ino_t parent, const char* name) {
+  Filesystem& fs = r.server();
   // "." and ".." never name entries (no directory lists them): the kernel sends them only to
   // resolve file handles, and then "." comes with a node id it may not hold.
-  if (std::strcmp(name, ".") == 0) return ReplyEntry(req, Fs(req).DoLookupHandle(parent));
-  if (std::strcmp(name, "..") == 0)
-    return ReplyEntry(req, Fs(req).DoLookupParent(*InodeOf(req, parent)));
-  Filesystem& fs = Fs(req);
+  if (std::strcmp(name, ".") == 0) return ReplyEntry(r, fs.DoLookupHandle(parent));
+  const std::shared_ptr<Inode> dir = NodeOr(r, parent);
+  if (dir == nullptr) return;
+  if (std::strcmp(name, "..") == 0) return ReplyEntry(r, fs.DoLookupParent(*dir));
   fs.CountLookup();
-  Result<Entry> found = fs.DoLookup(*InodeOf(req, parent), name);
+  Result<Entry> found = fs.DoLookup(*dir, name);
   if (!found.ok() && ErrnoFor(found.status()) == ENOENT && !fs.shared()) {
     // A name that is not there is cached as such for as long as one that is (node id 0): names
     // change only through this kernel, which drops the negative entry when it makes the name.
@@ -198,107 +189,126 @@ void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // other hosts make names, so a missing one is asked for again each time.
     fuse_entry_param none{};
     none.entry_timeout = kTimeout;
-    fuse_reply_entry(req, &none);
+    std::move(r).Entry(none);
     return;
   }
-  ReplyEntry(req, std::move(found));
+  ReplyEntry(r, std::move(found));
 }
 
-void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
-  Fs(req).Forget(ino, n);
-  fuse_reply_none(req);
+void Getattr(Req& r, fuse_ino_t ino, fuse_file_info*) {
+  r.server().CountGetattr();
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  ReplyAttr(r, r.server().DoGetattr(*inode));
 }
 
-void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; ++i) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
-  fuse_reply_none(req);
+void Setattr(Req& r, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  if ((to_set & FUSE_SET_ATTR_SIZE) != 0) ClearSetIdIfAsked(r, ino, *inode);
+  ReplyAttr(r, r.server().DoSetattr(*inode, *attr, to_set));
 }
 
-void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  Fs(req).CountGetattr();
-  ReplyAttr(req, Fs(req).DoGetattr(*InodeOf(req, ino)));
+void Readlink(Req& r, fuse_ino_t ino) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  auto target = r.server().DoReadlink(*inode);
+  if (!target.ok()) return ReplyError(r, target.status());
+  std::move(r).Readlink(target->c_str());
 }
 
-void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
-  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
-  if ((to_set & FUSE_SET_ATTR_SIZE) != 0) ClearSetIdIfAsked(req, ino, *inode);
-  ReplyAttr(req, Fs(req).DoSetattr(*inode, *attr, to_set));
+void Mknod(Req& r, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  const std::shared_ptr<Inode> dir = NodeOr(r, parent);
+  if (dir == nullptr) return;
+  ReplyEntry(r, r.server().DoMknod(*dir, name, mode, rdev, CallerOf(r)));
 }
 
-void Readlink(fuse_req_t req, fuse_ino_t ino) {
-  auto r = Fs(req).DoReadlink(*InodeOf(req, ino));
-  if (!r.ok()) return ReplyError(req, r.status());
-  fuse_reply_readlink(req, r->c_str());
+void Mkdir(Req& r, fuse_ino_t parent, const char* name, mode_t mode) {
+  const std::shared_ptr<Inode> dir = NodeOr(r, parent);
+  if (dir == nullptr) return;
+  ReplyEntry(r, r.server().DoMkdir(*dir, name, mode, CallerOf(r)));
 }
 
-void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  ReplyEntry(req, Fs(req).DoMknod(*InodeOf(req, parent), name, mode, rdev, CallerOf(req)));
+void Symlink(Req& r, const char* target, fuse_ino_t parent, const char* name) {
+  const std::shared_ptr<Inode> dir = NodeOr(r, parent);
+  if (dir == nullptr) return;
+  ReplyEntry(r, r.server().DoSymlink(*dir, name, target, CallerOf(r)));
 }
 
-void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  ReplyEntry(req, Fs(req).DoMkdir(*InodeOf(req, parent), name, mode, CallerOf(req)));
+void Link(Req& r, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  const std::shared_ptr<Inode> dir = NodeOr(r, new_parent);
+  if (dir == nullptr) return;
+  ReplyEntry(r, r.server().DoLink(*inode, *dir, new_name));
 }
 
-void Symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
-  ReplyEntry(req, Fs(req).DoSymlink(*InodeOf(req, parent), name, target, CallerOf(req)));
+void Unlink(Req& r, fuse_ino_t parent, const char* name) {
+  const std::shared_ptr<Inode> dir = NodeOr(r, parent);
+  if (dir == nullptr) return;
+  ReplyStatus(r, r.server().DoUnlink(*dir, name));
 }
 
-void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
-  ReplyEntry(req, Fs(req).DoLink(*InodeOf(req, ino), *InodeOf(req, new_parent), new_name));
+void Rmdir(Req& r, fuse_ino_t parent, const char* name) {
+  const std::shared_ptr<Inode> dir = NodeOr(r, parent);
+  if (dir == nullptr) return;
+  ReplyStatus(r, r.server().DoRmdir(*dir, name));
 }
 
-void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  ReplyStatus(req, Fs(req).DoUnlink(*InodeOf(req, parent), name));
-}
-
-void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  ReplyStatus(req, Fs(req).DoRmdir(*InodeOf(req, parent), name));
-}
-
-void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+void Rename(Req& r, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
             const char* new_name, unsigned int flags) {
-  ReplyStatus(req, Fs(req).DoRename(*InodeOf(req, parent), name, *InodeOf(req, new_parent),
-                                    new_name, flags));
+  const std::shared_ptr<Inode> from = NodeOr(r, parent);
+  if (from == nullptr) return;
+  const std::shared_ptr<Inode> to = NodeOr(r, new_parent);
+  if (to == nullptr) return;
+  ReplyStatus(r, r.server().DoRename(*from, name, *to, new_name, flags));
 }
 
-void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
-  Status s = Fs(req).DoOpen(*inode, fi->flags);
-  if (!s.ok()) return ReplyError(req, s);
-  if ((fi->flags & O_TRUNC) != 0) ClearSetIdIfAsked(req, ino, *inode);
+void Open(Req& r, fuse_ino_t ino, fuse_file_info* fi) {
+  Filesystem& fs = r.server();
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  Status s = fs.DoOpen(*inode, fi->flags);
+  if (!s.ok()) return ReplyError(r, s);
+  if ((fi->flags & O_TRUNC) != 0) ClearSetIdIfAsked(r, ino, *inode);
   // All changes reach the kernel's page cache through this mount, so it stays valid; unless
   // other mounts change the vault too: then an open starts from what the vault holds.
-  fi->keep_cache = Fs(req).shared() ? 0 : 1;
-  if (fuse_reply_open(req, fi) != 0) (void)Fs(req).DoRelease(*inode, Writer(fi));
+  fi->keep_cache = fs.shared() ? 0 : 1;
+  if (!std::move(r).Open(fi)) (void)fs.DoRelease(*inode, Writer(fi));
 }
 
-void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-  auto r = Fs(req).DoCreate(*InodeOf(req, parent), name, mode, fi->flags, CallerOf(req));
-  if (!r.ok()) return ReplyError(req, r.status());
+void Create(Req& r, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  Filesystem& fs = r.server();
+  const std::shared_ptr<Inode> dir = NodeOr(r, parent);
+  if (dir == nullptr) return;
+  auto made = fs.DoCreate(*dir, name, mode, fi->flags, CallerOf(r));
+  if (!made.ok()) return ReplyError(r, made.status());
   if ((fi->flags & O_TRUNC) != 0 && RequestClearsSetId()) {
     // An existing file, opened with O_TRUNC.
-    auto changed = Fs(req).ClearSetId(*r->inode, CallerWithGroups(req));
+    auto changed = fs.ClearSetId(*made->inode, CallerWithGroups(r));
     if (changed.ok() && changed->has_value())
-      r->attr.st_mode = (r->attr.st_mode & S_IFMT) | **changed;
+      made->attr.st_mode = (made->attr.st_mode & S_IFMT) | **changed;
   }
-  const fuse_entry_param e = EntryParam(req, *r);
-  fi->keep_cache = Fs(req).shared() ? 0 : 1;
-  if (fuse_reply_create(req, &e, fi) != 0) {
-    (void)Fs(req).DoRelease(*r->inode, Writer(fi));
-    Fs(req).Forget(e.ino, 1);
+  const fuse_entry_param e = EntryParam(fs, *made);
+  fi->keep_cache = fs.shared() ? 0 : 1;
+  if (!std::move(r).Create(e, fi)) {
+    (void)fs.DoRelease(*made->inode, Writer(fi));
+    fs.Forget(e.ino, 1);
   }
 }
 
-void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+void Read(Req& r, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
   thread_local std::vector<uint8_t> buffer;
   if (buffer.size() < size) buffer.resize(size);
-  auto n = Fs(req).DoRead(*InodeOf(req, ino), static_cast<uint64_t>(offset),
-                          MutableByteSpan(buffer.data(), size));
-  if (!n.ok()) return ReplyError(req, n.status());
-  fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *n);
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  auto n = r.server().DoRead(*inode, static_cast<uint64_t>(offset),
+                             MutableByteSpan(buffer.data(), size));
+  if (!n.ok()) return ReplyError(r, n.status());
+  std::move(r).Buf(buffer.data(), *n);
 }
 
-void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, fuse_file_info* fi) {
+void WriteBuf(Req& r, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, fuse_file_info* fi) {
   const size_t length = fuse_buf_size(bufv);
   std::vector<iovec> iov;
   std::vector<char> copy;
@@ -318,17 +328,18 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, f
     dst.buf[0].mem = copy.data();
     const ssize_t got = fuse_buf_copy(&dst, bufv, static_cast<fuse_buf_copy_flags>(0));
     if (got < 0) {
-      fuse_reply_err(req, static_cast<int>(-got));
+      std::move(r).Err(static_cast<int>(-got));
       return;
     }
     iov.push_back({copy.data(), static_cast<size_t>(got)});
   }
   core::IovecSource source(iov);
-  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
-  auto n = Fs(req).DoWrite(*inode, static_cast<uint64_t>(offset), source, length,
-                           (fi->flags & O_APPEND) != 0);
-  if (!n.ok()) return ReplyError(req, n.status());
-  ClearSetIdIfAsked(req, ino, *inode);
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  auto n = r.server().DoWrite(*inode, static_cast<uint64_t>(offset), source, length,
+                              (fi->flags & O_APPEND) != 0);
+  if (!n.ok()) return ReplyError(r, n.status());
+  ClearSetIdIfAsked(r, ino, *inode);
   // A direct write went past the kernel's page cache, which it makes drop the range's pages
   // when the write starts, and, for a synchronous write only, when it ends. For an asynchronous
   // one (Linux AIO, io_uring) pages a buffered read brought in meanwhile, from the file as it
@@ -340,7 +351,7 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, f
   fuse_session* se = g_session.load();
   if (se != nullptr && *n > 0 && RequestIsDirectWrite(fi))
     fuse_lowlevel_notify_inval_inode(se, ino, offset, static_cast<off_t>(*n));
-  fuse_reply_write(req, *n);
+  std::move(r).Write(*n);
 }
 
 // The daemon gave up what a full disk (or a failing one) would not store: the file is shorter
@@ -350,197 +361,212 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, f
 // file's names, so that the next open looks the file up and takes the size from the answer.
 // (Reading within a size it still takes for true, the kernel would fill what the daemon no
 // longer has with zeros.)
-void ForgetGivenUp(fuse_req_t req, fuse_ino_t ino, Inode& inode) {
+void ForgetGivenUp(Filesystem& fs, fuse_ino_t ino, Inode& inode) {
   fuse_session* se = g_session.load();
   if (se == nullptr) return;
   fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
-  for (const Filesystem::KernelName& n : Fs(req).NamesOf(inode))
+  for (const Filesystem::KernelName& n : fs.NamesOf(inode))
     fuse_lowlevel_notify_inval_entry(se, n.parent, n.name.data(), n.name.size());
 }
 
-void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
+void Flush(Req& r, fuse_ino_t ino, fuse_file_info*) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
   bool gave_up = false;
-  const Status s = Fs(req).DoFlush(*inode, &gave_up);
+  const Status s = r.server().DoFlush(*inode, &gave_up);
   // Before the reply: close returns only once the kernel has let go, so that the closer, and
   // whoever it tells, reads what is stored. The closing process holds no page or directory
   // lock of the file here.
-  if (gave_up) ForgetGivenUp(req, ino, *inode);
-  ReplyStatus(req, s);
+  if (gave_up) ForgetGivenUp(r.server(), ino, *inode);
+  ReplyStatus(r, s);
 }
 
-void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
-               fuse_file_info*) {
-  if (offset < 0 || length <= 0) return Fail(req, EINVAL);
-  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
-  const Status s = Fs(req).DoFallocate(*inode, mode, static_cast<uint64_t>(offset),
-                                       static_cast<uint64_t>(length));
-  if (!s.ok()) return ReplyError(req, s);
+void Fallocate(Req& r, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info*) {
+  if (offset < 0 || length <= 0) return (void)std::move(r).Err(EINVAL);
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  const Status s = r.server().DoFallocate(*inode, mode, static_cast<uint64_t>(offset),
+                                          static_cast<uint64_t>(length));
+  if (!s.ok()) return ReplyError(r, s);
   // fallocate changes the file as a write does, and clears set-ID bits as one (ext4 does, in
   // file_modified). Under FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon without
   // flagging the request, so whether the caller holds CAP_FSETID is looked up here, and only
   // for a file that has such bits.
-  Caller caller = CallerWithGroups(req);
-  caller.fsetid = [req] { return HasFsetid(req); };
-  ClearSetId(req, ino, *inode, caller);
-  fuse_reply_err(req, 0);
+  Caller caller = CallerWithGroups(r);
+  caller.fsetid = [who = r.caller()] { return HasFsetid(who); };
+  ClearSetId(r.server(), ino, *inode, caller);
+  std::move(r).Err(0);
 }
 
 // Only SEEK_DATA and SEEK_HOLE reach the filesystem; the kernel answers the others itself. It
 // passes negative offsets on: ENXIO, as ext4 and tmpfs answer (no data or hole there).
-void Lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
-  if (whence != SEEK_DATA && whence != SEEK_HOLE) return Fail(req, EINVAL);
-  if (offset < 0) return Fail(req, ENXIO);
-  auto at =
-      Fs(req).DoSeekData(*InodeOf(req, ino), static_cast<uint64_t>(offset), whence == SEEK_DATA);
-  if (!at.ok()) return ReplyError(req, at.status());
-  fuse_reply_lseek(req, static_cast<off_t>(*at));
+void Lseek(Req& r, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return (void)std::move(r).Err(EINVAL);
+  if (offset < 0) return (void)std::move(r).Err(ENXIO);
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  auto at = r.server().DoSeekData(*inode, static_cast<uint64_t>(offset), whence == SEEK_DATA);
+  if (!at.ok()) return ReplyError(r, at.status());
+  std::move(r).Lseek(static_cast<off_t>(*at));
 }
 
-void Fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
-  ReplyStatus(req, Fs(req).DoFsync(*InodeOf(req, ino), datasync != 0));
+void Fsync(Req& r, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  ReplyStatus(r, r.server().DoFsync(*inode, datasync != 0));
 }
 
-void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+void Release(Req& r, fuse_ino_t ino, fuse_file_info* fi) {
+  Filesystem& fs = r.server();
   // Held until after the notification: once replied to, the kernel may forget the node, and
   // its id (the node's address) must not be reused by another before the notification names it.
-  const std::shared_ptr<Inode> inode = InodeOf(req, ino);
-  const Status s = Fs(req).DoRelease(*inode, Writer(fi));
-  ReplyStatus(req, s);
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  const Status s = fs.DoRelease(*inode, Writer(fi));
+  ReplyStatus(r, s);
   // The last write-back failed (a full disk; a writer saw it at its close) and the pages it
   // could not store went with the file's contents. After the reply, so the kernel is not
   // waiting on this request while it invalidates.
-  if (!s.ok()) ForgetGivenUp(req, ino, *inode);
+  if (!s.ok()) ForgetGivenUp(fs, ino, *inode);
 }
 
 // The fs-verity ioctls (Linux 6.10 and later forward them with their payload), and the inode
 // flags word so that lsattr shows sealed files. Others are not supported.
-void EnableVerity(fuse_req_t req, fuse_ino_t ino, const void* in_buf, size_t in_bufsz) {
+void EnableVerity(Req& r, Inode& inode, const void* in_buf, size_t in_bufsz) {
   fsverity_enable_arg arg{};
-  if (in_bufsz < sizeof arg) return Fail(req, EINVAL);
+  if (in_bufsz < sizeof arg) return (void)std::move(r).Err(EINVAL);
   std::memcpy(&arg, in_buf, sizeof arg);
   // salt_ptr and sig_ptr are the caller's addresses: the salt itself follows the struct.
-  if (arg.version != 1 || arg.__reserved1 != 0) return Fail(req, EINVAL);
-  for (uint64_t r : arg.__reserved2)
-    if (r != 0) return Fail(req, EINVAL);
+  if (arg.version != 1 || arg.__reserved1 != 0) return (void)std::move(r).Err(EINVAL);
+  for (uint64_t reserved : arg.__reserved2)
+    if (reserved != 0) return (void)std::move(r).Err(EINVAL);
   // As the kernel: an algorithm or block size it does not know is EINVAL; SHA-512 and the other
   // power-of-two block sizes it knows, which sigilfs does not seal with, are EOPNOTSUPP.
   const bool power_of_two = arg.block_size != 0 && (arg.block_size & (arg.block_size - 1)) == 0;
   if ((arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA256 &&
        arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA512) ||
       !power_of_two || arg.block_size < 1024 || arg.block_size > 65536)
-    return Fail(req, EINVAL);
+    return (void)std::move(r).Err(EINVAL);
   if (arg.hash_algorithm != FS_VERITY_HASH_ALG_SHA256 || arg.block_size != core::kPageSize)
-    return Fail(req, EOPNOTSUPP);
-  if (arg.salt_size > core::verity::kMaxSaltSize) return Fail(req, EMSGSIZE);
-  if (arg.sig_size != 0) return Fail(req, EOPNOTSUPP);  // no built-in signatures
-  if (in_bufsz < sizeof arg + arg.salt_size) return Fail(req, EINVAL);
+    return (void)std::move(r).Err(EOPNOTSUPP);
+  if (arg.salt_size > core::verity::kMaxSaltSize) return (void)std::move(r).Err(EMSGSIZE);
+  if (arg.sig_size != 0) return (void)std::move(r).Err(EOPNOTSUPP);  // no built-in signatures
+  if (in_bufsz < sizeof arg + arg.salt_size) return (void)std::move(r).Err(EINVAL);
   const ByteSpan salt(static_cast<const uint8_t*>(in_buf) + sizeof arg, arg.salt_size);
-  auto digest = Fs(req).DoEnableVerity(*InodeOf(req, ino), salt);
-  if (!digest.ok()) return ReplyError(req, digest.status());
-  fuse_reply_ioctl(req, 0, nullptr, 0);
+  auto digest = r.server().DoEnableVerity(inode, salt);
+  if (!digest.ok()) return ReplyError(r, digest.status());
+  std::move(r).Ioctl(0, nullptr, 0);
 }
 
-void MeasureVerity(fuse_req_t req, fuse_ino_t ino, const void* in_buf, size_t in_bufsz,
-                   size_t out_bufsz) {
+void MeasureVerity(Req& r, Inode& inode, const void* in_buf, size_t in_bufsz, size_t out_bufsz) {
   fsverity_digest head{};
-  if (in_bufsz < sizeof head) return Fail(req, EINVAL);
+  if (in_bufsz < sizeof head) return (void)std::move(r).Err(EINVAL);
   std::memcpy(&head, in_buf, sizeof head);
-  auto descriptor = Fs(req).DoVerityDescriptor(*InodeOf(req, ino));
-  if (!descriptor.ok()) return ReplyError(req, descriptor.status());
+  auto descriptor = r.server().DoVerityDescriptor(inode);
+  if (!descriptor.ok()) return ReplyError(r, descriptor.status());
   // digest_size comes in as the room the caller has.
   if (head.digest_size < core::verity::kDigestSize ||
       out_bufsz < sizeof head + core::verity::kDigestSize)
-    return Fail(req, EOVERFLOW);
+    return (void)std::move(r).Err(EOVERFLOW);
   std::array<uint8_t, sizeof(fsverity_digest) + core::verity::kDigestSize> out{};
   head.digest_algorithm = FS_VERITY_HASH_ALG_SHA256;
   head.digest_size = core::verity::kDigestSize;
   std::memcpy(out.data(), &head, sizeof head);
   const auto digest = core::verity::FileDigest(*descriptor);
   std::memcpy(out.data() + sizeof head, digest.data(), digest.size());
-  fuse_reply_ioctl(req, 0, out.data(), out.size());
+  std::move(r).Ioctl(0, out.data(), out.size());
 }
 
-void Ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned flags,
+void Ioctl(Req& r, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info*, unsigned flags,
            const void* in_buf, size_t in_bufsz, size_t out_bufsz) {
-  if ((flags & FUSE_IOCTL_COMPAT) != 0) return Fail(req, ENOSYS);
+  if ((flags & FUSE_IOCTL_COMPAT) != 0) return (void)std::move(r).Err(ENOSYS);
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
   switch (cmd) {
     case FS_IOC_ENABLE_VERITY:
-      return EnableVerity(req, ino, in_buf, in_bufsz);
+      return EnableVerity(r, *inode, in_buf, in_bufsz);
     case FS_IOC_MEASURE_VERITY:
-      return MeasureVerity(req, ino, in_buf, in_bufsz, out_bufsz);
+      return MeasureVerity(r, *inode, in_buf, in_bufsz, out_bufsz);
     case static_cast<unsigned int>(FS_IOC_GETFLAGS): {
       // The kernel asks for an int (4 bytes), whatever the ioctl number says.
-      if (out_bufsz < sizeof(int)) return Fail(req, EINVAL);
-      const int value = (flags & FUSE_IOCTL_DIR) == 0 && Fs(req).DoIsSealed(*InodeOf(req, ino))
-                            ? FS_VERITY_FL
-                            : 0;
-      fuse_reply_ioctl(req, 0, &value, sizeof value);
+      if (out_bufsz < sizeof(int)) return (void)std::move(r).Err(EINVAL);
+      const int value =
+          (flags & FUSE_IOCTL_DIR) == 0 && r.server().DoIsSealed(*inode) ? FS_VERITY_FL : 0;
+      std::move(r).Ioctl(0, &value, sizeof value);
       return;
     }
     default:
-      return Fail(req, ENOTTY);
+      std::move(r).Err(ENOTTY);
   }
 }
 
-void Setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
-              int flags) {
+void Setxattr(Req& r, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
   // Setting an access ACL drops set-group-ID unless the caller is in the file's group.
-  const Caller caller = acl::kAccessName == name ? CallerWithGroups(req) : CallerOf(req);
-  ReplyStatus(req, Fs(req).DoSetxattr(*InodeOf(req, ino), name,
-                                      ByteSpan(reinterpret_cast<const uint8_t*>(value), size),
-                                      flags, caller));
+  const Caller caller = acl::kAccessName == name ? CallerWithGroups(r) : CallerOf(r);
+  ReplyStatus(
+      r, r.server().DoSetxattr(
+             *inode, name, ByteSpan(reinterpret_cast<const uint8_t*>(value), size), flags, caller));
 }
 
 // getxattr and listxattr: size 0 asks for the size; a buffer too small is ERANGE.
-void ReplySized(fuse_req_t req, const void* data, size_t length, size_t size) {
+void ReplySized(Req& r, const void* data, size_t length, size_t size) {
   if (size == 0) {
-    fuse_reply_xattr(req, length);
+    std::move(r).Xattr(length);
   } else if (length > size) {
-    fuse_reply_err(req, ERANGE);
+    std::move(r).Err(ERANGE);
   } else {
-    fuse_reply_buf(req, static_cast<const char*>(data), length);
+    std::move(r).Buf(data, length);
   }
 }
 
-void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  Fs(req).CountGetxattr();
-  auto value = Fs(req).DoGetxattr(*InodeOf(req, ino), name);
-  if (!value.ok()) return ReplyError(req, value.status());
-  ReplySized(req, value->data(), value->size(), size);
+void Getxattr(Req& r, fuse_ino_t ino, const char* name, size_t size) {
+  r.server().CountGetxattr();
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  auto value = r.server().DoGetxattr(*inode, name);
+  if (!value.ok()) return ReplyError(r, value.status());
+  ReplySized(r, value->data(), value->size(), size);
 }
 
-void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  auto names = Fs(req).DoListxattr(*InodeOf(req, ino));
-  if (!names.ok()) return ReplyError(req, names.status());
-  ReplySized(req, names->data(), names->size(), size);
+void Listxattr(Req& r, fuse_ino_t ino, size_t size) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  auto names = r.server().DoListxattr(*inode);
+  if (!names.ok()) return ReplyError(r, names.status());
+  ReplySized(r, names->data(), names->size(), size);
 }
 
-void Removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  ReplyStatus(req, Fs(req).DoRemovexattr(*InodeOf(req, ino), name));
+void Removexattr(Req& r, fuse_ino_t ino, const char* name) {
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  ReplyStatus(r, r.server().DoRemovexattr(*inode, name));
 }
 
 Filesystem::DirHandle* HandleOf(fuse_file_info* fi) {
   return reinterpret_cast<Filesystem::DirHandle*>(fi->fh);  // NOLINT(performance-no-int-to-ptr)
 }
 
-void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  auto h = Fs(req).DoOpendir(*InodeOf(req, ino));
-  if (!h.ok()) return ReplyError(req, h.status());
+void Opendir(Req& r, fuse_ino_t ino, fuse_file_info* fi) {
+  Filesystem& fs = r.server();
+  const std::shared_ptr<Inode> inode = NodeOr(r, ino);
+  if (inode == nullptr) return;
+  auto h = fs.DoOpendir(*inode);
+  if (!h.ok()) return ReplyError(r, h.status());
   fi->fh = reinterpret_cast<uint64_t>(*h);
-  if (fuse_reply_open(req, fi) != 0) Fs(req).DoReleasedir(*h);
+  if (!std::move(r).Open(fi)) fs.DoReleasedir(*h);
 }
 
 // Readdir and readdirplus: one listing, entries added by `add` (which returns the bytes it
 // needed, more than what was left when the reply is full). False if no listing reached the
 // kernel (an error reply, or a reply the kernel no longer waited for).
 template <typename Add>
-bool ReplyListing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi,
-                  Add add) {
+bool ReplyListing(Req& r, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi, Add add) {
   std::vector<char> buf(size);
   size_t used = 0;
   Filesystem::DirHandle* h = HandleOf(fi);
-  Status s = Fs(req).volume().List(
+  Status s = r.server().volume().List(
       *h->listing, h->iv, static_cast<uint64_t>(offset),
       [&](const core::DirEntry& e) {
         const size_t n = add(e, buf.data() + used, size - used);
@@ -553,18 +579,18 @@ bool ReplyListing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fus
             stored.c_str(), why.ToString().c_str());
       });
   if (!s.ok() && used == 0) {
-    ReplyError(req, s);
+    ReplyError(r, s);
     return false;
   }
-  return fuse_reply_buf(req, buf.data(), used) == 0;
+  return std::move(r).Buf(buf.data(), used);
 }
 
-void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
-  ReplyListing(req, ino, size, offset, fi, [req](const core::DirEntry& e, char* at, size_t left) {
+void Readdir(Req& r, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  ReplyListing(r, ino, size, offset, fi, [&r](const core::DirEntry& e, char* at, size_t left) {
     struct stat st {};
     st.st_ino = e.ino;
     st.st_mode = static_cast<mode_t>(e.type) << 12;
-    return fuse_add_direntry(req, at, left, e.name.c_str(), &st, e.next_offset);
+    return r.AddDirentry(at, left, e.name.c_str(), &st, e.next_offset);
   });
 }
 
@@ -572,21 +598,22 @@ void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
 // entry handed over is a lookup reference the kernel will forget; one that does not fit is
 // given back at once. "." and "..", and entries that vanished meanwhile, go without (node id 0
 // tells the kernel to look them up itself).
-void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
-  Filesystem& fs = Fs(req);
-  const std::shared_ptr<Inode> dir = fs.Get(ino);
+void Readdirplus(Req& r, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  Filesystem& fs = r.server();
+  const std::shared_ptr<Inode> dir = NodeOr(r, ino);
+  if (dir == nullptr) return;
   core::BackingDir& listing = *HandleOf(fi)->listing;
   std::vector<fuse_ino_t> handed;  // lookup references in the reply
   const bool sent =
-      ReplyListing(req, ino, size, offset, fi, [&](const core::DirEntry& e, char* at, size_t left) {
+      ReplyListing(r, ino, size, offset, fi, [&](const core::DirEntry& e, char* at, size_t left) {
         fuse_entry_param p{};
         p.attr.st_ino = e.ino;
         p.attr.st_mode = static_cast<mode_t>(e.type) << 12;
         if (e.stored != "." && e.stored != "..") {
           auto entry = fs.DoLookupStored(*dir, listing, e.stored);
-          if (entry.ok()) p = EntryParam(req, *entry);
+          if (entry.ok()) p = EntryParam(fs, *entry);
         }
-        const size_t n = fuse_add_direntry_plus(req, at, left, e.name.c_str(), &p, e.next_offset);
+        const size_t n = r.AddDirentryPlus(at, left, e.name.c_str(), &p, e.next_offset);
         if (p.ino != 0) {
           if (n > left)
             fs.Forget(p.ino, 1);
@@ -600,60 +627,60 @@ void Readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse
     for (fuse_ino_t id : handed) fs.Forget(id, 1);
 }
 
-void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  Fs(req).DoReleasedir(HandleOf(fi));
-  fuse_reply_err(req, 0);
+void Releasedir(Req& r, fuse_ino_t, fuse_file_info* fi) {
+  r.server().DoReleasedir(HandleOf(fi));
+  std::move(r).Err(0);
 }
 
 // A directory's data is its entries: fsync and fdatasync make the same of it durable.
-void Fsyncdir(fuse_req_t req, fuse_ino_t, int /*datasync*/, fuse_file_info* fi) {
-  ReplyStatus(req, HandleOf(fi)->listing->Sync());
+void Fsyncdir(Req& r, fuse_ino_t, int /*datasync*/, fuse_file_info* fi) {
+  ReplyStatus(r, HandleOf(fi)->listing->Sync());
 }
 
-void Statfs(fuse_req_t req, fuse_ino_t) {
-  auto r = Fs(req).DoStatfs();
-  if (!r.ok()) return ReplyError(req, r.status());
-  fuse_reply_statfs(req, &*r);
+void Statfs(Req& r, fuse_ino_t) {
+  auto st = r.server().DoStatfs();
+  if (!st.ok()) return ReplyError(r, st.status());
+  std::move(r).Statfs(*st);
 }
 
 fuse_lowlevel_ops MakeOperations(bool xattrs) {
   fuse_lowlevel_ops ops{};
   ops.init = Init;
   ops.destroy = Destroy;
-  ops.lookup = Lookup;
-  ops.forget = Forget;
-  ops.forget_multi = ForgetMulti;
-  ops.getattr = Getattr;
-  ops.setattr = Setattr;
-  ops.readlink = Readlink;
-  ops.mknod = Mknod;
-  ops.mkdir = Mkdir;
-  ops.symlink = Symlink;
-  ops.link = Link;
-  ops.unlink = Unlink;
-  ops.rmdir = Rmdir;
-  ops.rename = Rename;
-  ops.open = Open;
-  ops.create = Create;
-  ops.read = Read;
-  ops.write_buf = WriteBuf;
-  ops.flush = Flush;
-  ops.fsync = Fsync;
-  ops.fallocate = Fallocate;
-  ops.lseek = Lseek;
-  ops.release = Release;
-  ops.opendir = Opendir;
-  ops.readdir = Readdir;
-  ops.readdirplus = Readdirplus;
-  ops.releasedir = Releasedir;
-  ops.fsyncdir = Fsyncdir;
-  ops.statfs = Statfs;
-  ops.ioctl = Ioctl;
+  ops.lookup = Serve<Lookup>::Call;
+  ops.forget = Serve<Forget<Filesystem>>::Call;
+  ops.forget_multi = Serve<ForgetMulti<Filesystem>>::Call;
+  ops.getattr = Serve<Getattr>::Call;
+  ops.setattr = Serve<Setattr>::Call;
+  ops.readlink = Serve<Readlink>::Call;
+  ops.mknod = Serve<Mknod>::Call;
+  ops.mkdir = Serve<Mkdir>::Call;
+  ops.symlink = Serve<Symlink>::Call;
+  ops.link = Serve<Link>::Call;
+  ops.unlink = Serve<Unlink>::Call;
+  ops.rmdir = Serve<Rmdir>::Call;
+  ops.rename = Serve<Rename>::Call;
+  ops.open = Serve<Open>::Call;
+  ops.create = Serve<Create>::Call;
+  ops.read = Serve<Read>::Call;
+  ops.write_buf = Serve<WriteBuf>::Call;
+  ops.flush = Serve<Flush>::Call;
+  ops.fsync = Serve<Fsync>::Call;
+  ops.fallocate = Serve<Fallocate>::Call;
+  ops.lseek = Serve<Lseek>::Call;
+  ops.release = Serve<Release>::Call;
+  ops.opendir = Serve<Opendir>::Call;
+  ops.readdir = Serve<Readdir>::Call;
+  ops.readdirplus = Serve<Readdirplus>::Call;
+  ops.releasedir = Serve<Releasedir>::Call;
+  ops.fsyncdir = Serve<Fsyncdir>::Call;
+  ops.statfs = Serve<Statfs>::Call;
+  ops.ioctl = Serve<Ioctl>::Call;
   if (xattrs) {
-    ops.setxattr = Setxattr;
-    ops.getxattr = Getxattr;
-    ops.listxattr = Listxattr;
-    ops.removexattr = Removexattr;
+    ops.setxattr = Serve<Setxattr>::Call;
+    ops.getxattr = Serve<Getxattr>::Call;
+    ops.listxattr = Serve<Listxattr>::Call;
+    ops.removexattr = Serve<Removexattr>::Call;
   }
   return ops;
 }

@@ -193,6 +193,14 @@ Status UringOffered() {
   const std::string disabled = ReadLine("/proc/sys/kernel/io_uring_disabled");
   if (disabled == "2")
     return Status(Code::kNotSupported, "io_uring is disabled (kernel.io_uring_disabled = 2)");
+  if (Status ring = UringTransport::CanStart(); !ring.ok()) {
+    if (disabled == "1")
+      return Status(Code::kNotSupported,
+                    ring.message() +
+                        " (kernel.io_uring_disabled = 1 allows io_uring to root and to the "
+                        "group in kernel.io_uring_group only)");
+    return ring;
+  }
   return Status::Ok();
 }
 
@@ -200,16 +208,13 @@ unsigned UringTransport::DefaultDepth() {
   return std::clamp(32 / std::max(1u, PossibleCpus()), 2u, 8u);
 }
 
-bool UringTransport::CanStart() {
+Status UringTransport::CanStart() {
   io_uring ring;
   const int err = InitRing(2, &ring, IORING_SETUP_SQE128);
-  if (err < 0) {
-    Log("io_uring transport: cannot set up a ring (%s); requests go over /dev/fuse",
-        Why(-err).c_str());
-    return false;
-  }
+  if (err < 0)
+    return Status(Code::kNotSupported, "this process cannot set up an io_uring ring: " + Why(-err));
   ExitRing(&ring);
-  return true;
+  return Status::Ok();
 }
 
 // A request an entry's thread hands to the helper, and how it was served.
@@ -227,10 +232,12 @@ struct UringTransport::Entry {
   iovec iov[2]{};
 };
 
-UringTransport::UringTransport(int fd, size_t payload_size, Serve serve, unsigned depth)
+UringTransport::UringTransport(int fd, size_t payload_size, Serve serve, OnFailure on_failure,
+                               unsigned depth)
     : fd_(fd),
       payload_size_(payload_size),
       serve_(serve),
+      on_failure_(on_failure),
       queues_(PossibleCpus()),
       depth_(depth == 0 ? 1 : depth),
       idle_commit_(CanLeaveIdle()) {
@@ -263,7 +270,10 @@ void UringTransport::Stop() {
 
 void UringTransport::Fail(const std::string& what) {
   if (!failed_.exchange(true)) {
-    Log("io_uring transport: %s; requests go on over /dev/fuse", what.c_str());
+    if (on_failure_ != nullptr)
+      on_failure_(what);
+    else
+      Log("io_uring transport: %s; requests go on over /dev/fuse", what.c_str());
   }
 }
 

@@ -21,8 +21,9 @@ namespace sigilfs::fuse {
 // /dev/fuse (dev), or over io_uring or not at all (uring: the mount checks the kernel first).
 enum class Transport { kAuto, kDev, kUring };
 
-// Whether this kernel carries FUSE requests over io_uring for a new mount: the fuse module's
-// `enable_uring` parameter is on and io_uring is not disabled. The error says what to change.
+// Whether this kernel carries FUSE requests over io_uring for a new mount of this process: the
+// fuse module's `enable_uring` parameter is on, and io_uring is not disabled for its user (a
+// ring is set up to see). The error says what to change.
 Status UringOffered();
 
 class UringTransport {
@@ -30,13 +31,17 @@ class UringTransport {
   // Serves one request: `msg` holds it as /dev/fuse would give it (header, the op's argument,
   // payload), `size` bytes, writable. The reply comes back through TakeReply on this thread.
   using Serve = void (*)(void* msg, size_t size);
+  // Told, once, that the ring failed and why (instead of logging that requests go on over
+  // /dev/fuse): for a mount that must not serve without io_uring. Runs on a ring thread.
+  using OnFailure = void (*)(const std::string& why);
 
   // Registers `depth` entries on each of the kernel's queues (one per possible CPU) on the
   // session's `fd`, once the kernel has taken the INIT reply that accepted io_uring, each entry
   // with `payload_size` bytes for a request's or reply's arguments. Until every queue has an
   // entry the kernel holds new requests back. A failed registration is not fatal: the kernel
   // then turns io_uring off for the connection and goes on with /dev/fuse.
-  UringTransport(int fd, size_t payload_size, Serve serve, unsigned depth = DefaultDepth());
+  UringTransport(int fd, size_t payload_size, Serve serve, OnFailure on_failure = nullptr,
+                 unsigned depth = DefaultDepth());
   ~UringTransport() { Stop(); }
   // Ends every thread, once each has replied to the request it serves: each leaves its ring, so
   // the kernel cancels its waiting entry. Called once, by one thread.
@@ -62,8 +67,8 @@ class UringTransport {
 
   // Whether this process can set up a ring for the transport at all (io_uring may be disabled,
   // or limited to a group): asked before the INIT reply accepts io_uring, since once accepted
-  // the kernel holds requests back until every queue has an entry. Logs why not.
-  static bool CanStart();
+  // the kernel holds requests back until every queue has an entry. The error says why not.
+  static Status CanStart();
 
  private:
   struct Entry;
@@ -78,6 +83,7 @@ class UringTransport {
   const int fd_;
   const size_t payload_size_;
   const Serve serve_;
+  const OnFailure on_failure_;
   const unsigned queues_;
   const unsigned depth_;
   // Whether replies are committed under SCHED_IDLE (TakeReply), and RELEASE served on its

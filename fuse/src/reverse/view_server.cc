@@ -19,6 +19,7 @@
 
 #include "../daemon_common.h"
 #include "../mount/log.h"
+#include "../request.h"
 #include "sigilfs/fuse/errno_map.h"
 #include "sigilfs/mutex.h"
 
@@ -170,9 +171,9 @@ class View {
   fuse_ino_t next_ino_ SIGILFS_GUARDED_BY(mu_) = FUSE_ROOT_ID + 1;
 };
 
-View& ViewOf(fuse_req_t req) { return *static_cast<View*>(fuse_req_userdata(req)); }
+using Req = Request<View>;
 
-void ReplyError(fuse_req_t req, const Status& s) { fuse_reply_err(req, ErrnoFor(s)); }
+void ReplyError(Req& r, const Status& s) { std::move(r).Err(ErrnoFor(s)); }
 
 // What open and opendir keep in fi->fh: the view's file, and a listing handle of a directory.
 core::BackingFile* FileOf(const fuse_file_info* fi) {
@@ -182,92 +183,79 @@ core::BackingDir* ListingOf(const fuse_file_info* fi) {
   return reinterpret_cast<core::BackingDir*>(fi->fh);  // NOLINT(performance-no-int-to-ptr)
 }
 
-std::optional<View::Reach> ReachOf(fuse_req_t req, fuse_ino_t ino) {
-  return ViewOf(req).ReachOf(ino);
-}
-
-void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  std::shared_ptr<core::BackingDir> p = ViewOf(req).DirOf(parent);
-  if (p == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
+void Lookup(Req& r, fuse_ino_t parent, const char* name) {
+  View& view = r.server();
+  std::shared_ptr<core::BackingDir> p = view.DirOf(parent);
+  if (p == nullptr) return (void)std::move(r).Err(ENOTDIR);
   auto st = p->Stat(name);
-  if (!st.ok()) return ReplyError(req, st.status());
+  if (!st.ok()) return ReplyError(r, st.status());
   std::shared_ptr<core::BackingDir> dir;
   if (S_ISDIR(st->st_mode)) {
     auto opened = p->OpenDir(name);
-    if (!opened.ok()) return ReplyError(req, opened.status());
+    if (!opened.ok()) return ReplyError(r, opened.status());
     dir = std::move(opened).value();
   }
-  auto ino = ViewOf(req).Remember(parent, name, std::move(dir));
-  if (!ino.ok()) return ReplyError(req, ino.status());
+  auto ino = view.Remember(parent, name, std::move(dir));
+  if (!ino.ok()) return ReplyError(r, ino.status());
   fuse_entry_param e{};
   e.ino = *ino;
   e.attr = *st;
   e.attr_timeout = e.entry_timeout = kTimeout;
-  fuse_reply_entry(req, &e);
+  if (!std::move(r).Entry(e)) view.Forget(e.ino, 1);  // the kernel never got it
 }
 
-void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
-  ViewOf(req).Forget(ino, n);
-  fuse_reply_none(req);
-}
-
-void ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; ++i) ViewOf(req).Forget(forgets[i].ino, forgets[i].nlookup);
-  fuse_reply_none(req);
-}
-
-void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  auto at = ReachOf(req, ino);
-  if (!at) return (void)fuse_reply_err(req, ESTALE);
+void Getattr(Req& r, fuse_ino_t ino, fuse_file_info*) {
+  auto at = r.server().ReachOf(ino);
+  if (!at) return (void)std::move(r).Err(ESTALE);
   auto st = at->dir->Stat(at->name);
-  if (!st.ok()) return ReplyError(req, st.status());
-  fuse_reply_attr(req, &*st, kTimeout);
+  if (!st.ok()) return ReplyError(r, st.status());
+  std::move(r).Attr(*st, kTimeout);
 }
 
-void Readlink(fuse_req_t req, fuse_ino_t ino) {
-  auto at = ReachOf(req, ino);
-  if (!at) return (void)fuse_reply_err(req, ESTALE);
+void Readlink(Req& r, fuse_ino_t ino) {
+  auto at = r.server().ReachOf(ino);
+  if (!at) return (void)std::move(r).Err(ESTALE);
   auto target = at->dir->ReadSymlink(at->name);
-  if (!target.ok()) return ReplyError(req, target.status());
-  fuse_reply_readlink(req, target->c_str());
+  if (!target.ok()) return ReplyError(r, target.status());
+  std::move(r).Readlink(target->c_str());
 }
 
-void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
-  auto at = ReachOf(req, ino);
-  if (!at) return (void)fuse_reply_err(req, ESTALE);
+void Open(Req& r, fuse_ino_t ino, fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)std::move(r).Err(EROFS);
+  auto at = r.server().ReachOf(ino);
+  if (!at) return (void)std::move(r).Err(ESTALE);
   auto file = at->dir->OpenFile(at->name, {.write = false, .keep_atime = true});
-  if (!file.ok()) return ReplyError(req, file.status());
+  if (!file.ok()) return ReplyError(r, file.status());
   fi->fh = reinterpret_cast<uint64_t>(std::move(file).value().release());
-  if (fuse_reply_open(req, fi) != 0) delete FileOf(fi);
+  if (!std::move(r).Open(fi)) delete FileOf(fi);
 }
 
-void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+void Read(Req& r, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
   core::BackingFile* file = FileOf(fi);
   std::vector<uint8_t> buf(size);
   auto n = file->ReadAt(buf, static_cast<uint64_t>(offset));
   if (!n.ok()) {
     Log("read: %s", n.status().ToString().c_str());
-    return ReplyError(req, n.status());
+    return ReplyError(r, n.status());
   }
-  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+  std::move(r).Buf(buf.data(), *n);
 }
 
-void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void Release(Req& r, fuse_ino_t, fuse_file_info* fi) {
   delete FileOf(fi);
-  fuse_reply_err(req, 0);
+  std::move(r).Err(0);
 }
 
-void Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  std::shared_ptr<core::BackingDir> dir = ViewOf(req).DirOf(ino);
-  if (dir == nullptr) return (void)fuse_reply_err(req, ENOTDIR);
+void Opendir(Req& r, fuse_ino_t ino, fuse_file_info* fi) {
+  std::shared_ptr<core::BackingDir> dir = r.server().DirOf(ino);
+  if (dir == nullptr) return (void)std::move(r).Err(ENOTDIR);
   auto listing = dir->OpenListing(true);
-  if (!listing.ok()) return ReplyError(req, listing.status());
+  if (!listing.ok()) return ReplyError(r, listing.status());
   fi->fh = reinterpret_cast<uint64_t>(std::move(listing).value().release());
-  if (fuse_reply_open(req, fi) != 0) delete ListingOf(fi);
+  if (!std::move(r).Open(fi)) delete ListingOf(fi);
 }
 
-void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+void Readdir(Req& r, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
   core::BackingDir* listing = ListingOf(fi);
   std::vector<char> buf(size);
   size_t used = 0;
@@ -275,69 +263,69 @@ void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_in
     struct stat st {};
     st.st_ino = e.ino;
     st.st_mode = e.type;
-    const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st,
-                                          static_cast<off_t>(e.next));
+    const size_t need = r.AddDirentry(buf.data() + used, size - used, e.name.c_str(), &st,
+                                      static_cast<off_t>(e.next));
     if (need > size - used) return false;
     used += need;
     return true;
   });
-  if (!s.ok() && used == 0) return ReplyError(req, s);
-  fuse_reply_buf(req, buf.data(), used);
+  if (!s.ok() && used == 0) return ReplyError(r, s);
+  std::move(r).Buf(buf.data(), used);
 }
 
-void Releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void Releasedir(Req& r, fuse_ino_t, fuse_file_info* fi) {
   delete ListingOf(fi);
-  fuse_reply_err(req, 0);
+  std::move(r).Err(0);
 }
 
 // getxattr and listxattr's answer: its size when asked for none, else the bytes (ERANGE if
 // they do not fit).
-void ReplySized(fuse_req_t req, const void* data, size_t length, size_t size) {
-  if (size == 0) return (void)fuse_reply_xattr(req, length);
-  if (length > size) return (void)fuse_reply_err(req, ERANGE);
-  fuse_reply_buf(req, static_cast<const char*>(data), length);
+void ReplySized(Req& r, const void* data, size_t length, size_t size) {
+  if (size == 0) return (void)std::move(r).Xattr(length);
+  if (length > size) return (void)std::move(r).Err(ERANGE);
+  std::move(r).Buf(data, length);
 }
 
-void Getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  auto at = ReachOf(req, ino);
-  if (!at) return (void)fuse_reply_err(req, ESTALE);
+void Getxattr(Req& r, fuse_ino_t ino, const char* name, size_t size) {
+  auto at = r.server().ReachOf(ino);
+  if (!at) return (void)std::move(r).Err(ESTALE);
   auto value = at->dir->GetXattr(at->name, name);
-  if (!value.ok()) return ReplyError(req, value.status());
-  ReplySized(req, value->data(), value->size(), size);
+  if (!value.ok()) return ReplyError(r, value.status());
+  ReplySized(r, value->data(), value->size(), size);
 }
 
-void Listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  auto at = ReachOf(req, ino);
-  if (!at) return (void)fuse_reply_err(req, ESTALE);
+void Listxattr(Req& r, fuse_ino_t ino, size_t size) {
+  auto at = r.server().ReachOf(ino);
+  if (!at) return (void)std::move(r).Err(ESTALE);
   auto names = at->dir->ListXattrs(at->name);
-  if (!names.ok()) return ReplyError(req, names.status());
+  if (!names.ok()) return ReplyError(r, names.status());
   std::string joined;
   for (const std::string& n : *names) joined.append(n).push_back('\0');
-  ReplySized(req, joined.data(), joined.size(), size);
+  ReplySized(r, joined.data(), joined.size(), size);
 }
 
-void Statfs(fuse_req_t req, fuse_ino_t) {
-  auto st = ViewOf(req).root().StatFs();
-  if (!st.ok()) return ReplyError(req, st.status());
-  fuse_reply_statfs(req, &*st);
+void Statfs(Req& r, fuse_ino_t) {
+  auto st = r.server().root().StatFs();
+  if (!st.ok()) return ReplyError(r, st.status());
+  std::move(r).Statfs(*st);
 }
 
 fuse_lowlevel_ops MakeOperations() {
   fuse_lowlevel_ops ops{};
-  ops.lookup = Lookup;
-  ops.forget = Forget;
-  ops.forget_multi = ForgetMulti;
-  ops.getattr = Getattr;
-  ops.readlink = Readlink;
-  ops.open = Open;
-  ops.read = Read;
-  ops.release = Release;
-  ops.opendir = Opendir;
-  ops.readdir = Readdir;
-  ops.releasedir = Releasedir;
-  ops.getxattr = Getxattr;
-  ops.listxattr = Listxattr;
-  ops.statfs = Statfs;
+  ops.lookup = Serve<Lookup>::Call;
+  ops.forget = Serve<Forget<View>>::Call;
+  ops.forget_multi = Serve<ForgetMulti<View>>::Call;
+  ops.getattr = Serve<Getattr>::Call;
+  ops.readlink = Serve<Readlink>::Call;
+  ops.open = Serve<Open>::Call;
+  ops.read = Serve<Read>::Call;
+  ops.release = Serve<Release>::Call;
+  ops.opendir = Serve<Opendir>::Call;
+  ops.readdir = Serve<Readdir>::Call;
+  ops.releasedir = Serve<Releasedir>::Call;
+  ops.getxattr = Serve<Getxattr>::Call;
+  ops.listxattr = Serve<Listxattr>::Call;
+  ops.statfs = Serve<Statfs>::Call;
   return ops;
 }
 
