@@ -107,6 +107,39 @@ TEST(MountSharedTest, ANameMissingHereAndMadeByAnotherMountShowsAtOnce) {
   EXPECT_EQ(Contents(m[1].path("late")), "made by the first");
 }
 
+// Another mount replaces a directory this one holds (`rm -rf D; mkdir D`; ext4 gives the new D
+// the old inode number, so the kernel here takes it for the same node). A name made here in D
+// afterwards is encrypted under the IV the store holds now, not the one this mount read before:
+// the other mount lists it, and so does a fresh mount.
+TEST(MountSharedTest, ANameMadeInADirectoryAnotherMountReplacedIsSeenEverywhere) {
+  SIGILFS_NEEDS_FUSE();
+  SharedMounts m(2);
+  for (int round = 0; round < 3; ++round) {
+    const std::string d = "d" + std::to_string(round);
+    ASSERT_EQ(::mkdir(m[0].path(d).c_str(), 0755), 0);
+    std::ofstream(m[0].path(d + "/old")) << "old";
+    const int held = ::open(m[0].path(d).c_str(), O_RDONLY | O_DIRECTORY);  // as a shell's cwd
+    ASSERT_GE(held, 0);
+    ASSERT_TRUE(fs::exists(m[1].path(d + "/old")));
+    fs::remove_all(m[1].path(d));
+    ASSERT_EQ(::mkdir(m[1].path(d).c_str(), 0755), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the kernel's entry cache
+    std::ofstream(m[0].path(d + "/new")) << "made after the replacement";
+    ::close(held);
+    std::set<std::string> seen;
+    for (const auto& e : fs::directory_iterator(m[1].path(d))) seen.insert(e.path().filename());
+    EXPECT_EQ(seen, std::set<std::string>{"new"}) << "round " << round;
+    EXPECT_EQ(Contents(m[1].path(d + "/new")), "made after the replacement");
+  }
+  m.UnmountAll();
+  test::MountedVault fresh(m[0].cipher(), m[0].plain(), m[0].passfile());
+  for (int round = 0; round < 3; ++round)
+    EXPECT_EQ(Contents(fresh.path("d" + std::to_string(round) + "/new")),
+              "made after the replacement");
+  auto check = RunProcess({SIGILFS_BINARY, "fsck", m[0].cipher(), "--passfile", m[0].passfile()});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
 // `sigilfs unmount` of a shared mount returns once that mount's daemon has ended, as for an
 // exclusive one, though the vault lock names no process (the others hold it too); one that does
 // not end in time (here: stopped) is named, with exit 1. The other mount goes on serving.

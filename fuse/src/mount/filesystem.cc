@@ -330,7 +330,12 @@ Result<Object> Filesystem::OpenInode(const Inode& inode, struct stat* st_out) co
 
 Result<DirIv> Filesystem::DirIvOf(Inode& dir, core::BackingDir& backing) {
   MutexLock lock(dir.mu);
-  if (!dir.iv) {
+  // In shared mode another mount may have replaced the directory since its IV was read (`rm -rf
+  // D; mkdir D`, where the store reuses the inode number, or any replacement on a store that
+  // renumbers): the node would still match it, and a name made under the old IV would be lost
+  // to every other mount. So the IV is read each time, from the directory handle this very
+  // operation opened, and names are made and read under what the store holds now.
+  if (!dir.iv || options_.shared) {
     bool from_attribute = false;
     auto iv = volume_->ReadDirIv(backing, &from_attribute);
     if (!iv.ok()) {
@@ -344,6 +349,7 @@ Result<DirIv> Filesystem::DirIvOf(Inode& dir, core::BackingDir& backing) {
       Log("directory %s: IV file torn, IV taken from the directory's attribute; %s",
           PathLocked(dir).c_str(), restored.ok() ? "file restored" : restored.ToString().c_str());
     }
+    if (options_.shared) return *iv;
     dir.iv = *iv;
   }
   return *dir.iv;
