@@ -108,35 +108,52 @@ TEST(MountSharedTest, ANameMissingHereAndMadeByAnotherMountShowsAtOnce) {
 }
 
 // Another mount replaces a directory this one holds (`rm -rf D; mkdir D`; ext4 gives the new D
-// the old inode number, so the kernel here takes it for the same node). A name made here in D
-// afterwards is encrypted under the IV the store holds now, not the one this mount read before:
-// the other mount lists it, and so does a fresh mount.
+// the old inode number, so the kernel here takes it for the same node). The directories were
+// made by an exclusive mount, with drawn IVs (a shared mount derives them, and would make the
+// new D's IV equal to the old one). A name made here in D afterwards is encrypted under the IV
+// the store holds now, not the one this mount read before: the other mount lists it, and so
+// does a fresh mount.
 TEST(MountSharedTest, ANameMadeInADirectoryAnotherMountReplacedIsSeenEverywhere) {
   SIGILFS_NEEDS_FUSE();
-  SharedMounts m(2);
-  for (int round = 0; round < 3; ++round) {
+  constexpr int kRounds = 3;
+  test::MountedVault exclusive;
+  for (int round = 0; round < kRounds; ++round) {
     const std::string d = "d" + std::to_string(round);
-    ASSERT_EQ(::mkdir(m[0].path(d).c_str(), 0755), 0);
-    std::ofstream(m[0].path(d + "/old")) << "old";
-    const int held = ::open(m[0].path(d).c_str(), O_RDONLY | O_DIRECTORY);  // as a shell's cwd
+    ASSERT_EQ(::mkdir(exclusive.path(d).c_str(), 0755), 0);
+    std::ofstream(exclusive.path(d + "/old")) << "old";
+  }
+  exclusive.Unmount();
+  test::TempDir points;
+  fs::create_directory(points.path() / "b");
+  test::MountedVault a(exclusive.cipher(), exclusive.plain(), exclusive.passfile(), {"--shared"});
+  test::MountedVault b(exclusive.cipher(), (points.path() / "b").string(), exclusive.passfile(),
+                       {"--shared"});
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string d = "d" + std::to_string(round);
+    // Held as a shell holds its working directory: the kernel keeps the node, the daemon opens
+    // nothing (an open directory would keep the cipher inode, and its number, from reuse).
+    const int held = ::open(a.path(d).c_str(), O_PATH | O_DIRECTORY);
     ASSERT_GE(held, 0);
-    ASSERT_TRUE(fs::exists(m[1].path(d + "/old")));
-    fs::remove_all(m[1].path(d));
-    ASSERT_EQ(::mkdir(m[1].path(d).c_str(), 0755), 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the kernel's entry cache
-    std::ofstream(m[0].path(d + "/new")) << "made after the replacement";
+    ASSERT_EQ(Contents(a.path(d + "/old")), "old");
+    fs::remove_all(b.path(d));
+    ASSERT_EQ(::mkdir(b.path(d).c_str(), 0755), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the kernel's entry cache
+    std::ofstream(a.path(d + "/new")) << "made after the replacement";
     ::close(held);
     std::set<std::string> seen;
-    for (const auto& e : fs::directory_iterator(m[1].path(d))) seen.insert(e.path().filename());
+    for (const auto& e : fs::directory_iterator(b.path(d))) seen.insert(e.path().filename());
     EXPECT_EQ(seen, std::set<std::string>{"new"}) << "round " << round;
-    EXPECT_EQ(Contents(m[1].path(d + "/new")), "made after the replacement");
+    EXPECT_EQ(Contents(b.path(d + "/new")), "made after the replacement");
   }
-  m.UnmountAll();
-  test::MountedVault fresh(m[0].cipher(), m[0].plain(), m[0].passfile());
-  for (int round = 0; round < 3; ++round)
+  a.Unmount();
+  b.Unmount();
+  test::MountedVault fresh(exclusive.cipher(), exclusive.plain(), exclusive.passfile());
+  for (int round = 0; round < kRounds; ++round)
     EXPECT_EQ(Contents(fresh.path("d" + std::to_string(round) + "/new")),
               "made after the replacement");
-  auto check = RunProcess({SIGILFS_BINARY, "fsck", m[0].cipher(), "--passfile", m[0].passfile()});
+  fresh.Unmount();
+  auto check =
+      RunProcess({SIGILFS_BINARY, "fsck", exclusive.cipher(), "--passfile", exclusive.passfile()});
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
 }
 
