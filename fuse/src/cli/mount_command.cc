@@ -26,7 +26,7 @@
 #include "commands.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
-#include "sigilfs/fuse/mount_beacon.h"
+#include "sigilfs/fuse/mount_record.h"
 #include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::cli {
@@ -351,16 +351,14 @@ std::optional<uid_t> MountUser(const fuse::MountInfoEntry& m) {
   return std::nullopt;
 }
 
-// The process serving the mount on `mountpoint`: the one recorded in the vault's lock file
-// (an exclusive mount), else the one listening on the mount's beacon (every mount).
-std::optional<fuse::VaultLock::Process> DaemonOf(const std::string& mountpoint,
-                                                 const std::string& vault) {
-  if (auto holder = fuse::VaultLock::HolderOf(vault)) return holder;
+// The record of the daemon serving the mount on `mountpoint` (docs/design.md, "One mount per
+// vault"), found while it serves; else why there is none.
+Result<fuse::RecordedDaemon> RecordOf(const std::string& mountpoint) {
   const auto mount = MountOn(mountpoint);
-  if (!mount) return std::nullopt;
+  if (!mount) return Status(Code::kNotFound, "it is not in the mount table", ENOENT);
   const auto user = MountUser(*mount);
-  if (!user) return std::nullopt;
-  return fuse::MountBeacon::DaemonOf(mount->device, *user);
+  if (!user) return Status(Code::kNotFound, "the mount names no user_id", ENOENT);
+  return fuse::RecordedDaemon::Find(mount->device, *user);
 }
 
 // fusermount3 -u MOUNTPOINT: its exit status.
@@ -396,15 +394,33 @@ int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
     return Fail(Status(Code::kInvalidArgument,
                        mountpoint + " is not a sigilfs mount (nothing of sigilfs to unmount)",
                        EINVAL));
-  const std::optional<fuse::VaultLock::Process> daemon = DaemonOf(mountpoint, *vault);
+  // Found before the unmount, while the daemon holds its record: its lock is what is waited on.
+  // The lock file names an exclusive mount's daemon too, once it has detached.
+  const Result<fuse::RecordedDaemon> record = RecordOf(mountpoint);
+  const std::optional<fuse::VaultLock::Process> holder = fuse::VaultLock::HolderOf(*vault);
+  // An exclusive mount's daemon holds the vault lock until it ends, so the wait for the lock is a
+  // wait for it; shared mounts hold it together, and it cannot tell.
+  const bool lock_held = [&] {
+    auto lock = fuse::VaultLock::Acquire(*vault, fuse::LockMode::kShared);
+    return !lock.ok() && lock.status().sys_errno() == EBUSY;
+  }();
   if (const int rc = Fusermount(mountpoint); rc != 0) return rc;
+  if (!record.ok() && !holder && !lock_held) {
+    std::fprintf(stderr,
+                 "sigilfs: %s is unmounted, but its daemon cannot be waited for (%s): the vault "
+                 "may not be free yet\n",
+                 mountpoint.c_str(), record.status().message().c_str());
+    return 1;
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   for (auto pause = std::chrono::milliseconds(1);;
        pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
     auto lock = fuse::VaultLock::Acquire(*vault, fuse::LockMode::kShared);
     const bool free = lock.ok() || lock.status().sys_errno() != EBUSY;
-    if (free && (!daemon || daemon->Ended())) return 0;
+    if (free && (!record.ok() || record->Ended()) && (!holder || holder->Ended())) return 0;
     if (std::chrono::steady_clock::now() > deadline) {
+      std::optional<fuse::VaultLock::Process> daemon = holder;
+      if (auto recorded = record.ok() ? record->Process() : std::nullopt) daemon = recorded;
       const std::string who =
           daemon ? "its daemon (process " + std::to_string(daemon->pid) + ")" : "its daemon";
       std::fprintf(stderr,

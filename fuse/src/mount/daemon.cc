@@ -24,7 +24,7 @@
 #include "filesystem.h"
 #include "log.h"
 #include "lowlevel.h"
-#include "sigilfs/fuse/mount_beacon.h"
+#include "sigilfs/fuse/mount_record.h"
 #include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::fuse {
@@ -234,19 +234,20 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
     if (!TakeOverDeviceIo(se, o.transport))
       Log("device I/O: libfuse refused; set-ID bits left to the kernel, requests on /dev/fuse");
     if (!o.foreground) LogToSyslog();
-    if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
+    // The record by which `sigilfs unmount` finds this daemon and waits for it to end, made
+    // before detaching so that a mount that cannot have one fails here, on the terminal, and is
+    // undone. An exclusive mount may go without where its user has no runtime directory: its
+    // daemon holds the vault lock until it ends, which unmount also waits for.
+    auto record = MountRecord::Publish(FindOwnMount(real_mountpoint).device, o.shared);
+    if (!record.ok()) {
+      std::fprintf(stderr, "sigilfs: not serving %s: its daemon cannot be recorded (%s)\n",
+                   o.mountpoint.c_str(), record.status().message().c_str());
+    } else if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
       std::fprintf(stderr, "sigilfs: cannot daemonize\n");
     } else {
-      // The serving process, findable by its mount for `sigilfs unmount` to wait on (a shared
-      // mount is recorded nowhere else). Gone with the process.
-      MountBeacon beacon;
-      if (const std::string device = FindOwnMount(real_mountpoint).device; !device.empty()) {
-        auto listening = MountBeacon::Listen(device);
-        if (listening.ok())
-          beacon = std::move(listening).value();
-        else
-          Log("%s", listening.status().ToString().c_str());
-      }
+      // The serving process (fuse_daemonize forked it; the record's lock came along).
+      if (Status named = record->NameThisProcess(); !named.ok())
+        Log("%s", named.ToString().c_str());
       if (o.on_serving) o.on_serving();
       // Threads start after fuse_daemonize: they would not survive its fork.
       Housekeeper housekeeper(fs, o);
