@@ -252,7 +252,9 @@ TEST(MountSharedTest, ExclusiveAndSharedMountsRefuseEachOther) {
 // - slots: 512-byte records written into its own slots of a shared 64 KiB file (the other
 //   slots of each page are other mounts'), every one also read back on a fresh open;
 // - log: records appended to a shared log with O_APPEND;
-// - names: files made in two shared directories, renamed between them and removed.
+// - names: files made in two shared directories, renamed between them and removed;
+// - replacer: its directory, held open, replaced by the next mount (removed and made again, or
+//   an empty one renamed over it) before each file it makes there, which that mount must see.
 // Readers, on fresh opens (close-to-open), must find every slot a whole record of that slot by
 // its owner (or zeros), never older than one they saw before. At the end (all unmounted, the
 // vault mounted once more): every slot holds its owner's last record, the log every record
@@ -301,7 +303,8 @@ bool SlotSeq(const std::string& bytes, uint32_t slot, uint32_t owner, uint32_t& 
 
 struct CheckerCounts {
   std::atomic<uint64_t> slot_writes{0}, slot_reads{0}, appends{0}, creates{0}, renames{0},
-      removes{0}, bytes_checked{0}, cache_drops{0};
+      removes{0}, bytes_checked{0}, cache_drops{0}, replaced_dirs{0}, made_in_replaced{0},
+      made_through_hold{0};
 };
 
 void RunChecker(size_t mounts) {
@@ -320,9 +323,11 @@ void RunChecker(size_t mounts) {
   }
   ASSERT_EQ(::mkdir(m[0].path("x").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(m[0].path("y").c_str(), 0755), 0);
+  const uint32_t n = static_cast<uint32_t>(mounts);
+  for (uint32_t w = 0; w < n; ++w)
+    ASSERT_EQ(::mkdir(m[0].path("z" + std::to_string(w)).c_str(), 0755), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
 
-  const uint32_t n = static_cast<uint32_t>(mounts);
   std::vector<std::vector<uint32_t>> last(n, std::vector<uint32_t>(kSlots, 0));
   std::vector<uint32_t> appended(n, 0);
   // Per mount: its files, name -> (directory, contents seed).
@@ -447,6 +452,83 @@ void RunChecker(size_t mounts) {
     }
   };
 
+  // Hostile moves on directories: mount w holds its directory z<w> (as a shell's working
+  // directory) and makes a file in it through that hold, while the next mount replaces the
+  // directory underneath: removed and made again, removed and another moved there (the store
+  // may give either the old inode number), or emptied and another renamed over it. Turns alternate:
+  // replace, make, look from the replacing mount. A file made must be seen there, whole, under its
+  // name; a make may also fail as in a removed directory (ENOENT, ESTALE), and then the name must
+  // not be there.
+  std::vector<std::string> last_made(n);  // per directory: the file made since its last replacement
+  auto replacer = [&](uint32_t w) {
+    std::mt19937 rng(seed * 5 + w);
+    const uint32_t v = (w + 1) % n;  // the mount that replaces z<w>
+    const std::string dir = "z" + std::to_string(w);
+    int held = ::open(m[w].path(dir).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (held < 0) return fail("open " + dir);
+    for (uint32_t round = 0; !failed && std::chrono::steady_clock::now() < deadline; ++round) {
+      // The other mount replaces the directory.
+      std::error_code ec;
+      const std::string fresh = dir + ".new";
+      switch (rng() % 3) {
+        case 0:  // removed and made again: the same derived IV, perhaps the same inode number
+          fs::remove_all(m[v].path(dir), ec);
+          if (ec || ::mkdir(m[v].path(dir).c_str(), 0755) != 0)
+            return fail("replace " + dir + ": " + (ec ? ec.message() : std::strerror(errno)));
+          break;
+        case 1:  // removed, and another made and moved there: another IV, perhaps the number
+          fs::remove_all(m[v].path(dir), ec);
+          if (ec || ::mkdir(m[v].path(fresh).c_str(), 0755) != 0 ||
+              ::rename(m[v].path(fresh).c_str(), m[v].path(dir).c_str()) != 0)
+            return fail("move over " + dir + ": " + (ec ? ec.message() : std::strerror(errno)));
+          break;
+        default:  // emptied, and another renamed over it
+          if (::mkdir(m[v].path(fresh).c_str(), 0755) != 0)
+            return fail("mkdir " + fresh + ": " + std::strerror(errno));
+          for (const auto& e : fs::directory_iterator(m[v].path(dir), ec))
+            fs::remove_all(e.path(), ec);
+          if (ec || ::rename(m[v].path(fresh).c_str(), m[v].path(dir).c_str()) != 0)
+            return fail("rename over " + dir + ": " + (ec ? ec.message() : std::strerror(errno)));
+      }
+      last_made[w].clear();
+      ++counts.replaced_dirs;
+      // This mount makes a file through the directory it holds; where the hold leads nowhere
+      // now, as a shell would, it takes the directory again by its path.
+      const std::string name = "f" + std::to_string(round);
+      const auto bytes = Pattern(100 + round % 5000, seed + round + w);
+      // (The kernel's entry for it may lead to the node of the removed directory for up to its
+      // 1 s timeout.)
+      int fd = ::openat(held, name.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+      if (fd >= 0) ++counts.made_through_hold;
+      const auto retake_until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (fd < 0 && (errno == ENOENT || errno == ESTALE) &&
+             std::chrono::steady_clock::now() < retake_until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ::close(held);
+        held = ::open(m[w].path(dir).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (held < 0) return fail("open " + dir + " again: " + std::strerror(errno));
+        fd = ::openat(held, name.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+      }
+      if (fd < 0) return fail("create " + dir + "/" + name + ": " + std::strerror(errno));
+      if (!PWriteAll(fd, bytes.data(), bytes.size(), 0) || ::close(fd) != 0)
+        return fail("write " + dir + "/" + name);
+      last_made[w] = name;
+      ++counts.made_in_replaced;
+      // The replacing mount sees it, by name and in a listing.
+      const std::string seen = Contents(m[v].path(dir + "/" + name));
+      if (seen != std::string(bytes.begin(), bytes.end()))
+        return fail(dir + "/" + name + " made by mount " + std::to_string(w) +
+                    " is not whole on mount " + std::to_string(v) + " (" +
+                    std::to_string(seen.size()) + " bytes)");
+      size_t listed = 0;
+      for (const auto& e : fs::directory_iterator(m[v].path(dir), ec))
+        listed += e.path().filename() == name ? 1 : 0;
+      if (listed != 1)
+        return fail(dir + "/" + name + " is not listed on mount " + std::to_string(v));
+    }
+    ::close(held);
+  };
+
   // Memory pressure, where this may make it: the kernel drops the dentries and inodes nobody
   // holds, of the mounts and of the store, which may number its objects afresh (sshfs).
   auto pressure = [&] {
@@ -461,6 +543,7 @@ void RunChecker(size_t mounts) {
     threads.emplace_back(slots, w);
     threads.emplace_back(log, w);
     threads.emplace_back(names, w);
+    if (n > 1) threads.emplace_back(replacer, w);
   }
   if (test::CanDropKernelCaches()) threads.emplace_back(pressure);
   for (auto& t : threads) t.join();
@@ -507,9 +590,18 @@ void RunChecker(size_t mounts) {
     for (const auto& e : fs::directory_iterator(check.path(dir)))
       have_names.insert(dir + "/" + e.path().filename().string());
   EXPECT_EQ(have_names, want_names);
+  for (uint32_t w = 0; w < n; ++w) {
+    const std::string dir = "z" + std::to_string(w);
+    std::set<std::string> have, want;
+    if (!last_made[w].empty()) want.insert(last_made[w]);
+    for (const auto& e : fs::directory_iterator(check.path(dir))) have.insert(e.path().filename());
+    EXPECT_EQ(have, want) << dir;
+  }
   std::printf(
       "[ checker ] %zu mounts: %llu slot writes, %llu slot reads (%llu bytes checked), %llu "
-      "appends (%zu log bytes), %llu creates, %llu renames, %llu removes, %llu cache drops\n",
+      "appends (%zu log bytes), %llu creates, %llu renames, %llu removes, %llu cache drops, "
+      "%llu directories replaced under a holder, %llu files made in them (%llu through the "
+      "hold)\n",
       mounts, static_cast<unsigned long long>(counts.slot_writes.load()),
       static_cast<unsigned long long>(counts.slot_reads.load()),
       static_cast<unsigned long long>(counts.bytes_checked.load()),
@@ -517,7 +609,10 @@ void RunChecker(size_t mounts) {
       static_cast<unsigned long long>(counts.creates.load()),
       static_cast<unsigned long long>(counts.renames.load()),
       static_cast<unsigned long long>(counts.removes.load()),
-      static_cast<unsigned long long>(counts.cache_drops.load()));
+      static_cast<unsigned long long>(counts.cache_drops.load()),
+      static_cast<unsigned long long>(counts.replaced_dirs.load()),
+      static_cast<unsigned long long>(counts.made_in_replaced.load()),
+      static_cast<unsigned long long>(counts.made_through_hold.load()));
 }
 
 TEST(MountSharedCheckerTest, TwoMounts) {
