@@ -253,8 +253,10 @@ TEST(MountSharedTest, ExclusiveAndSharedMountsRefuseEachOther) {
 //   slots of each page are other mounts'), every one also read back on a fresh open;
 // - log: records appended to a shared log with O_APPEND;
 // - names: files made in two shared directories, renamed between them and removed;
+// - names also makes hard links of its files, in either directory;
 // - replacer: its directory, held open, replaced by the next mount (removed and made again, or
-//   an empty one renamed over it) before each file it makes there, which that mount must see.
+//   an empty one renamed over it) before each file it makes there, which that mount must see;
+// - truncator: a file cut and grown while the next mount reads it (every byte its own or 0).
 // Readers, on fresh opens (close-to-open), must find every slot a whole record of that slot by
 // its owner (or zeros), never older than one they saw before. At the end (all unmounted, the
 // vault mounted once more): every slot holds its owner's last record, the log every record
@@ -304,7 +306,7 @@ bool SlotSeq(const std::string& bytes, uint32_t slot, uint32_t owner, uint32_t& 
 struct CheckerCounts {
   std::atomic<uint64_t> slot_writes{0}, slot_reads{0}, appends{0}, creates{0}, renames{0},
       removes{0}, bytes_checked{0}, cache_drops{0}, replaced_dirs{0}, made_in_replaced{0},
-      made_through_hold{0};
+      made_through_hold{0}, links{0}, truncates{0}, truncated_reads{0};
 };
 
 void RunChecker(size_t mounts) {
@@ -406,6 +408,7 @@ void RunChecker(size_t mounts) {
   auto names = [&](uint32_t w) {
     std::mt19937 rng(seed * 3 + w);
     uint32_t next = 0;
+    bool links = true;
     auto& mine = files[w];
     std::map<std::string, int> dirs;
     for (const char* d : {"x", "y"}) {
@@ -419,7 +422,7 @@ void RunChecker(size_t mounts) {
       }
     } closer{dirs};
     while (!failed && std::chrono::steady_clock::now() < deadline) {
-      const int op = static_cast<int>(rng() % 4);
+      const int op = static_cast<int>(rng() % 5);
       if (op < 2 || mine.empty()) {
         const std::string name = "w" + std::to_string(w) + "-" + std::to_string(next++);
         const std::string dir = rng() % 2 == 0 ? "x" : "y";
@@ -436,7 +439,21 @@ void RunChecker(size_t mounts) {
       auto it = mine.begin();
       std::advance(it, static_cast<long>(rng() % mine.size()));
       const std::string from = it->second.first + "/" + it->first;
-      if (op == 2) {
+      if (op == 4) {
+        // Another name for one of its files, in either directory (where the store has links).
+        if (!links) continue;
+        const std::string name = "w" + std::to_string(w) + "-" + std::to_string(next++);
+        const std::string dir = rng() % 2 == 0 ? "x" : "y";
+        if (::linkat(dirs[it->second.first], it->first.c_str(), dirs[dir], name.c_str(), 0) != 0) {
+          if (errno == EPERM || errno == ENOSYS || errno == EOPNOTSUPP) {
+            links = false;  // sshfs without its hard-link option
+            continue;
+          }
+          return fail("link " + from + ": " + std::strerror(errno));
+        }
+        mine[name] = {dir, it->second.second};
+        ++counts.links;
+      } else if (op == 2) {
         const std::string dir = it->second.first == "x" ? "y" : "x";
         if (::renameat(dirs[it->second.first], it->first.c_str(), dirs[dir], it->first.c_str()) !=
             0)
@@ -449,6 +466,50 @@ void RunChecker(size_t mounts) {
         mine.erase(it);
         ++counts.removes;
       }
+    }
+  };
+
+  // A file cut and grown by one mount while the next reads it: mount w sets t<w> to a random
+  // length and writes the pattern's bytes up to it, again and again; mount w+1 reads it on
+  // fresh opens. Every byte read is the pattern's at its place or a zero (a part cut away and
+  // grown back before it was written again), never anything else, and no read fails.
+  const auto truncated_pattern = Pattern(256 * 1024, seed ^ 0x7472756e);
+  auto truncator = [&](uint32_t w) {
+    std::mt19937 rng(seed * 7 + w);
+    const std::string name = "t" + std::to_string(w);
+    const int fd = ::open(m[w].path(name).c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0) return fail("open " + name);
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      const size_t length = rng() % truncated_pattern.size();
+      if (::ftruncate(fd, static_cast<off_t>(length)) != 0)
+        return fail("truncate " + name + ": " + std::strerror(errno));
+      const size_t from = length == 0 ? 0 : rng() % length;
+      if (!PWriteAll(fd, truncated_pattern.data() + from, length - from, static_cast<off_t>(from)))
+        return fail("write " + name + ": " + std::strerror(errno));
+      ++counts.truncates;
+    }
+    ::close(fd);
+  };
+  auto truncated_reader = [&](uint32_t w) {
+    const uint32_t v = (w + 1) % n;
+    const std::string name = "t" + std::to_string(w);
+    std::vector<char> buf(truncated_pattern.size() + 4096);
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      const int fd = ::open(m[v].path(name).c_str(), O_RDONLY);
+      if (fd < 0) {
+        if (errno == ENOENT) continue;  // not made yet
+        return fail("open " + name + " on mount " + std::to_string(v) + ": " +
+                    std::strerror(errno));
+      }
+      const ssize_t got = ::pread(fd, buf.data(), buf.size(), 0);
+      ::close(fd);
+      if (got < 0) return fail("read " + name + ": " + std::strerror(errno));
+      if (static_cast<size_t>(got) > truncated_pattern.size())
+        return fail(name + " is longer than any length it was given");
+      for (ssize_t i = 0; i < got; ++i)
+        if (buf[i] != 0 && static_cast<uint8_t>(buf[i]) != truncated_pattern[i])
+          return fail(name + " byte " + std::to_string(i) + " is neither its own nor a zero");
+      ++counts.truncated_reads;
     }
   };
 
@@ -543,7 +604,13 @@ void RunChecker(size_t mounts) {
     threads.emplace_back(slots, w);
     threads.emplace_back(log, w);
     threads.emplace_back(names, w);
-    if (n > 1) threads.emplace_back(replacer, w);
+    // (Not on sshfs: a file removed there right after the other mount made and read it is at
+    // times kept hidden, `.fuse_hidden…`, by sshfs for longer than a removal waits, and the
+    // directory's removal then fails with ENOTEMPTY; docs/status.md, issue 36.)
+    if (n > 1 && std::getenv("SIGILFS_TEST_CIPHER_ROOT") == nullptr)
+      threads.emplace_back(replacer, w);
+    threads.emplace_back(truncator, w);
+    threads.emplace_back(truncated_reader, w);
   }
   if (test::CanDropKernelCaches()) threads.emplace_back(pressure);
   for (auto& t : threads) t.join();
@@ -601,7 +668,7 @@ void RunChecker(size_t mounts) {
       "[ checker ] %zu mounts: %llu slot writes, %llu slot reads (%llu bytes checked), %llu "
       "appends (%zu log bytes), %llu creates, %llu renames, %llu removes, %llu cache drops, "
       "%llu directories replaced under a holder, %llu files made in them (%llu through the "
-      "hold)\n",
+      "hold), %llu links, %llu truncates, %llu reads of truncated files\n",
       mounts, static_cast<unsigned long long>(counts.slot_writes.load()),
       static_cast<unsigned long long>(counts.slot_reads.load()),
       static_cast<unsigned long long>(counts.bytes_checked.load()),
@@ -612,7 +679,10 @@ void RunChecker(size_t mounts) {
       static_cast<unsigned long long>(counts.cache_drops.load()),
       static_cast<unsigned long long>(counts.replaced_dirs.load()),
       static_cast<unsigned long long>(counts.made_in_replaced.load()),
-      static_cast<unsigned long long>(counts.made_through_hold.load()));
+      static_cast<unsigned long long>(counts.made_through_hold.load()),
+      static_cast<unsigned long long>(counts.links.load()),
+      static_cast<unsigned long long>(counts.truncates.load()),
+      static_cast<unsigned long long>(counts.truncated_reads.load()));
 }
 
 TEST(MountSharedCheckerTest, TwoMounts) {
