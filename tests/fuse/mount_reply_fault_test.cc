@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -24,6 +25,7 @@
 #include "test_support/pattern.h"
 #include "test_support/process.h"
 #include "test_support/requirements.h"
+#include "test_support/temp_dir.h"
 #include "test_support/uring.h"
 
 namespace sigilfs {
@@ -169,6 +171,87 @@ TEST_P(MountReplyFaultTest, RefusedRepliesLoseNothingAndTheDaemonEndsCleanly) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, MountReplyFaultTest, ::testing::Values("dev", "uring"),
                          [](const auto& info) { return std::string(info.param); });
+
+// The reverse view's daemon, with replies refused while readers walk and read the view: it
+// gives back what each refused reply handed over (a lookup reference, an open file, a listing
+// handle), stays idle afterwards, and ends with status 0; mounted again, the view reads as the
+// same bytes (it is deterministic).
+TEST(ReverseReplyFaultTest, RefusedRepliesChangeNothingAndTheDaemonEndsCleanly) {
+  SIGILFS_NEEDS_FUSE();
+  test::TempDir dir;
+  const fs::path plain = dir.path() / "plain", view = dir.path() / "view";
+  const std::string pass = (dir.path() / "pass").string();
+  for (int d = 0; d < 4; ++d) {
+    fs::create_directories(plain / ("d" + std::to_string(d)));
+    for (int f = 0; f < 6; ++f) {
+      const auto bytes =
+          test::Pattern(1000 + 7000 * static_cast<size_t>(f), static_cast<uint32_t>(d * 10 + f));
+      std::ofstream(plain / ("d" + std::to_string(d)) / ("f" + std::to_string(f)), std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()),
+                 static_cast<std::streamsize>(bytes.size()));
+    }
+  }
+  fs::create_directories(view);
+  std::ofstream(pass) << "backup passphrase\n";
+  auto made = test::RunProcess(
+      {SIGILFS_BINARY, "init", "--reverse", plain.string(), "--kdf", "test", "--passfile", pass});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+
+  // What every file of the view reads as, without faults.
+  auto read_all = [&](bool tolerate_errors) {
+    std::map<std::string, std::string> seen;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(view, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      // A refused reply reaches the reader as EIO (libstdc++ throws it from the read).
+      try {
+        std::ifstream in(it->path(), std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (in.bad() && tolerate_errors) continue;
+        seen[it->path().string().substr(view.string().size())] = bytes;
+      } catch (const std::exception&) {
+        if (!tolerate_errors) throw;
+      }
+    }
+    return seen;
+  };
+  std::map<std::string, std::string> before;
+  {
+    test::MountedVault v(test::MountedVault::ReverseView{}, plain.string(), view.string(), pass);
+    before = read_all(false);
+  }
+  ASSERT_GE(before.size(), 24u);
+
+  ::setenv("SIGILFS_FAULT_REPLIES", "5", 1);
+  auto v = std::make_unique<test::MountedVault>(test::MountedVault::ReverseView{}, plain.string(),
+                                                view.string(), pass);
+  ::unsetenv("SIGILFS_FAULT_REPLIES");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i)
+    readers.emplace_back([&] {
+      while (!stop.load()) (void)read_all(true);
+    });
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  stop = true;
+  for (std::thread& t : readers) t.join();
+  const long before_ticks = CpuTicks(v->pid());
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(CpuTicks(v->pid()) - before_ticks, ::sysconf(_SC_CLK_TCK) / 2)
+      << "the daemon is busy with no request";
+  const std::string log = v->log();
+  for (const char* op : {"opcode 1\n", "opcode 14\n", "opcode 15\n", "opcode 27\n"})
+    EXPECT_NE(log.find(std::string("fault injection: refusing replies to ") + op),
+              std::string::npos)
+        << op << log.substr(0, 4000);
+  v->Unmount();
+  EXPECT_TRUE(WIFEXITED(v->exit_status()) && WEXITSTATUS(v->exit_status()) == 0)
+      << "wait status " << v->exit_status() << "\n"
+      << v->log().substr(0, 4000);
+  v->Mount();
+  EXPECT_TRUE(read_all(false) == before) << "the view reads differently after the faults";
+}
 
 }  // namespace
 }  // namespace sigilfs

@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "../reply_faults.h"
 #include "log.h"
 #include "uring_abi.h"
 #include "uring_transport.h"
@@ -42,10 +42,6 @@ thread_local bool t_clears_set_id = false;
 thread_local bool t_direct_write = false;
 std::atomic<bool> g_taken_over{false};
 
-// The request this thread serves, for the reply's fault injection.
-thread_local uint64_t t_unique = 0;
-thread_local uint32_t t_opcode = 0;
-
 // Why a mount asked to serve over io_uring (Transport::kUring) cannot: set once, before the
 // daemon ends itself.
 std::mutex g_refusal_mu;
@@ -63,37 +59,6 @@ void RefuseRing(const std::string& why) {
   ::kill(::getpid(), SIGTERM);
 }
 
-// Fault injection for tests (SIGILFS_FAULT_REPLIES=N): every Nth reply of each kind of request
-// is refused as the kernel refuses a reply it no longer waits for (an interrupted caller, an
-// aborted connection). The caller gets EIO in its place, so the kernel holds nothing the daemon
-// thinks it gave back; the daemon sees its reply fail and must give back what the reply handed
-// over, without touching the request again.
-unsigned g_fault_every = 0;
-constexpr size_t kOpcodes = 64;
-std::atomic<uint64_t> g_replies_by_opcode[kOpcodes];
-
-unsigned FaultEvery() {
-  // Read once, before the session's threads start.
-  const char* every = std::getenv("SIGILFS_FAULT_REPLIES");  // NOLINT(concurrency-mt-unsafe)
-  if (every == nullptr) return 0;
-  char* end = nullptr;
-  const unsigned long n = std::strtoul(every, &end, 10);
-  return end != every && *end == '\0' && n > 0 && n < 1000000 ? static_cast<unsigned>(n) : 0;
-}
-
-// Whether the reply in `iov` is to be refused (fault injection), for the request this thread
-// serves. INIT's reply sets up the connection and is never refused.
-bool FaultThisReply(const iovec* iov, int count) {
-  if (g_fault_every == 0 || count < 1 || iov[0].iov_len < sizeof(fuse_out_header)) return false;
-  fuse_out_header out;
-  std::memcpy(&out, iov[0].iov_base, sizeof out);
-  if (out.unique != t_unique || t_opcode == FUSE_INIT || t_opcode >= kOpcodes) return false;
-  const uint64_t n = g_replies_by_opcode[t_opcode].fetch_add(1, std::memory_order_relaxed) + 1;
-  if (n % g_fault_every != 0) return false;
-  if (n == g_fault_every) Log("fault injection: refusing replies to opcode %u", t_opcode);
-  return true;
-}
-
 // Whether request argument T, following the header in `buf`, has `mask` set in `field`.
 template <typename T>
 bool Flagged(const void* buf, size_t n, uint32_t T::*field, uint32_t mask) {
@@ -107,13 +72,10 @@ bool Flagged(const void* buf, size_t n, uint32_t T::*field, uint32_t mask) {
 void NoteRequest(const void* buf, size_t n) {
   t_clears_set_id = false;
   t_direct_write = false;
-  t_unique = 0;
-  t_opcode = 0;
+  NoteRequestForReplyFaults(buf, n);
   if (n < sizeof(fuse_in_header)) return;
   fuse_in_header in;
   std::memcpy(&in, buf, sizeof in);
-  t_unique = in.unique;
-  t_opcode = in.opcode;
   switch (in.opcode) {
     case FUSE_INIT: {
       // major, minor, max_readahead, flags, flags2 (the last only with FUSE_INIT_EXT).
@@ -183,11 +145,7 @@ size_t PayloadSize(const iovec& init_out) {
 }
 
 ssize_t Writev(int fd, iovec* iov, int count, void*) {
-  if (FaultThisReply(iov, count)) {
-    fuse_out_header out;
-    std::memcpy(&out, iov[0].iov_base, sizeof out);
-    out.len = sizeof out;
-    out.error = -EIO;
+  if (fuse_out_header out; RefuseReply(iov, count, &out)) {
     iovec failed{&out, sizeof out};
     if (!UringTransport::TakeReply(&failed, 1)) (void)!::writev(fd, &failed, 1);
     errno = ENOENT;  // as writev(2) fails for a request the kernel no longer waits for
@@ -257,7 +215,7 @@ bool TakeOverDeviceIo(fuse_session* se, Transport transport) {
   static const fuse_custom_io io = {Writev, Read, nullptr, nullptr};
   g_session.store(se);
   g_transport = transport;
-  g_fault_every = FaultEvery();
+  ReplyFaultsFromEnvironment();
   const bool taken = fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
   g_taken_over.store(taken);
   return taken;

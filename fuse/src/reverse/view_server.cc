@@ -7,6 +7,8 @@
 #include <fuse_lowlevel.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +21,7 @@
 
 #include "../daemon_common.h"
 #include "../mount/log.h"
+#include "../reply_faults.h"
 #include "../request.h"
 #include "sigilfs/fuse/errno_map.h"
 #include "sigilfs/mutex.h"
@@ -310,6 +313,23 @@ void Statfs(Req& r, fuse_ino_t) {
   std::move(r).Statfs(*st);
 }
 
+// The device I/O of a view whose replies are refused on purpose (SIGILFS_FAULT_REPLIES, a test
+// knob); a view without it uses libfuse's own.
+ssize_t FaultingRead(int fd, void* buf, size_t len, void*) {
+  const ssize_t n = ::read(fd, buf, len);
+  NoteRequestForReplyFaults(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  return n;
+}
+ssize_t FaultingWritev(int fd, iovec* iov, int count, void*) {
+  if (fuse_out_header out; RefuseReply(iov, count, &out)) {
+    iovec failed{&out, sizeof out};
+    (void)!::writev(fd, &failed, 1);
+    errno = ENOENT;  // as writev(2) fails for a request the kernel no longer waits for
+    return -1;
+  }
+  return ::writev(fd, iov, count);
+}
+
 fuse_lowlevel_ops MakeOperations() {
   fuse_lowlevel_ops ops{};
   ops.lookup = Serve<Lookup>::Call;
@@ -360,6 +380,10 @@ int ServeView(std::unique_ptr<core::BackingDir> root, const ViewServerOptions& o
   } else if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
     std::fprintf(stderr, "sigilfs: cannot mount on %s\n", o.mountpoint.c_str());
   } else {
+    static const fuse_custom_io faulting = {FaultingWritev, FaultingRead, nullptr, nullptr};
+    if (ReplyFaultsFromEnvironment() &&
+        fuse_session_custom_io(se, &faulting, fuse_session_fd(se)) != 0)
+      Log("fault injection: libfuse refused the device I/O; replies go unrefused");
     if (!o.foreground) LogToSyslog();
     if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
       std::fprintf(stderr, "sigilfs: cannot daemonize\n");
