@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -256,7 +258,8 @@ TEST(MountSharedTest, ExclusiveAndSharedMountsRefuseEachOther) {
 // - names also makes hard links of its files, in either directory;
 // - replacer: its directory, held open, replaced by the next mount (removed and made again, or
 //   an empty one renamed over it) before each file it makes there, which that mount must see;
-// - truncator: a file cut and grown while the next mount reads it (every byte its own or 0).
+// - truncator: a file cut and grown while the next mount reads it (every byte its own or 0);
+// - attributes: a file's mode and a `user.` attribute changed while the next mount reads them.
 // Readers, on fresh opens (close-to-open), must find every slot a whole record of that slot by
 // its owner (or zeros), never older than one they saw before. At the end (all unmounted, the
 // vault mounted once more): every slot holds its owner's last record, the log every record
@@ -306,7 +309,8 @@ bool SlotSeq(const std::string& bytes, uint32_t slot, uint32_t owner, uint32_t& 
 struct CheckerCounts {
   std::atomic<uint64_t> slot_writes{0}, slot_reads{0}, appends{0}, creates{0}, renames{0},
       removes{0}, bytes_checked{0}, cache_drops{0}, replaced_dirs{0}, made_in_replaced{0},
-      made_through_hold{0}, links{0}, truncates{0}, truncated_reads{0};
+      made_through_hold{0}, links{0}, truncates{0}, truncated_reads{0}, attribute_changes{0},
+      attribute_reads{0};
 };
 
 void RunChecker(size_t mounts) {
@@ -513,6 +517,50 @@ void RunChecker(size_t mounts) {
     }
   };
 
+  // Attributes changed by one mount while the next reads them: mount w sets the mode and a
+  // `user.` attribute of a<w> to one of a few values; mount w+1 must always find one of them
+  // (the kernel's attribute cache may show the one before for a second), never an error.
+  const std::vector<mode_t> modes = {0600, 0640, 0644, 0700, 0755};
+  const std::vector<std::string> tags = {"red", "green", "blue-and-longer-than-the-others"};
+  auto attributes = [&](uint32_t w) {
+    std::mt19937 rng(seed * 11 + w);
+    const std::string name = m[w].path("a" + std::to_string(w));
+    std::ofstream(name) << "attributes";
+    bool xattrs = true;
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      if (::chmod(name.c_str(), modes[rng() % modes.size()]) != 0)
+        return fail("chmod " + name + ": " + std::strerror(errno));
+      const std::string& tag = tags[rng() % tags.size()];
+      if (xattrs && ::setxattr(name.c_str(), "user.tag", tag.data(), tag.size(), 0) != 0) {
+        if (errno != ENOTSUP) return fail("setxattr " + name + ": " + std::strerror(errno));
+        xattrs = false;  // a store without them
+      }
+      ++counts.attribute_changes;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
+  auto attribute_reader = [&](uint32_t w) {
+    const uint32_t v = (w + 1) % n;
+    const std::string name = m[v].path("a" + std::to_string(w));
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      struct stat st;
+      if (::stat(name.c_str(), &st) != 0) {
+        if (errno == ENOENT) continue;  // not made yet
+        return fail("stat " + name + ": " + std::strerror(errno));
+      }
+      if (std::find(modes.begin(), modes.end(), st.st_mode & 07777) == modes.end())  // 0644: made
+        return fail(name + " has mode " + std::to_string(st.st_mode & 07777));
+      char value[64];
+      const ssize_t got = ::getxattr(name.c_str(), "user.tag", value, sizeof value);
+      if (got >= 0 && std::find(tags.begin(), tags.end(),
+                                std::string(value, static_cast<size_t>(got))) == tags.end())
+        return fail(name + " has a tag no mount set");
+      if (got < 0 && errno != ENODATA && errno != ENOTSUP)
+        return fail("getxattr " + name + ": " + std::strerror(errno));
+      ++counts.attribute_reads;
+    }
+  };
+
   // Hostile moves on directories: mount w holds its directory z<w> (as a shell's working
   // directory) and makes a file in it through that hold, while the next mount replaces the
   // directory underneath: removed and made again, removed and another moved there (the store
@@ -611,6 +659,8 @@ void RunChecker(size_t mounts) {
       threads.emplace_back(replacer, w);
     threads.emplace_back(truncator, w);
     threads.emplace_back(truncated_reader, w);
+    threads.emplace_back(attributes, w);
+    threads.emplace_back(attribute_reader, w);
   }
   if (test::CanDropKernelCaches()) threads.emplace_back(pressure);
   for (auto& t : threads) t.join();
@@ -668,7 +718,8 @@ void RunChecker(size_t mounts) {
       "[ checker ] %zu mounts: %llu slot writes, %llu slot reads (%llu bytes checked), %llu "
       "appends (%zu log bytes), %llu creates, %llu renames, %llu removes, %llu cache drops, "
       "%llu directories replaced under a holder, %llu files made in them (%llu through the "
-      "hold), %llu links, %llu truncates, %llu reads of truncated files\n",
+      "hold), %llu links, %llu truncates, %llu reads of truncated files, %llu attribute "
+      "changes, %llu attribute reads\n",
       mounts, static_cast<unsigned long long>(counts.slot_writes.load()),
       static_cast<unsigned long long>(counts.slot_reads.load()),
       static_cast<unsigned long long>(counts.bytes_checked.load()),
@@ -682,7 +733,9 @@ void RunChecker(size_t mounts) {
       static_cast<unsigned long long>(counts.made_through_hold.load()),
       static_cast<unsigned long long>(counts.links.load()),
       static_cast<unsigned long long>(counts.truncates.load()),
-      static_cast<unsigned long long>(counts.truncated_reads.load()));
+      static_cast<unsigned long long>(counts.truncated_reads.load()),
+      static_cast<unsigned long long>(counts.attribute_changes.load()),
+      static_cast<unsigned long long>(counts.attribute_reads.load()));
 }
 
 TEST(MountSharedCheckerTest, TwoMounts) {
