@@ -40,6 +40,12 @@ void ForEachSigilfsMount(Fn fn) {
     if (auto vault = SigilfsVaultOf(m)) fn(m.mount_point, *vault);
 }
 
+// Who may open the lock file: who may change the vault, its owner and, where the cipher
+// directory is group-writable, its group; never anyone else. flock needs only a descriptor open
+// for reading, so a user who could open the file could hold it and keep the owner's mounts (a
+// login's among them) out, or make `sigilfs unmount` wait for it.
+mode_t LockFileMode(const struct stat& dir) { return (dir.st_mode & S_IWGRP) != 0 ? 0660 : 0600; }
+
 }  // namespace
 
 Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
@@ -48,6 +54,7 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
   constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
   VaultLock lock;
   int fd = -1;
+  std::optional<mode_t> close_to;  // the mode the lock file is to be given, once locked
   if (mode == LockMode::kShared) {
     // A reader makes nothing: without the file there is no holder (every mount and writer makes
     // it first), and fsck and export keep changing nothing.
@@ -55,7 +62,8 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
   } else {
     struct stat root;
     const bool have_root = ::stat(dir.c_str(), &root) == 0;
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | kFlags, 0644);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | kFlags,
+                have_root ? LockFileMode(root) : 0600);
     if (fd >= 0 && have_root) {
       // The cipher root's modification time is the plaintext root's (a home directory's, say):
       // making the file must not change it.
@@ -66,6 +74,13 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
       if (::geteuid() == 0 && root.st_uid != 0) (void)!::fchown(fd, root.st_uid, root.st_gid);
     } else if (fd < 0 && errno == EEXIST) {
       fd = ::open(path.c_str(), O_RDWR | kFlags);
+      // A file made open to everyone (by an older sigilfs, or by hand) is closed to those who
+      // may not change the vault, once the lock is taken (a refused command changes nothing).
+      struct stat st;
+      if (fd >= 0 && have_root && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+          (st.st_mode & ~LockFileMode(root) & 0777) != 0 &&
+          (st.st_uid == ::geteuid() || ::geteuid() == 0))
+        close_to = LockFileMode(root);
     }
     // A file this process may only read still takes a lock (flock ignores the open mode on
     // local filesystems); a cipher directory it may not write leaves no way to make one.
@@ -88,7 +103,10 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
   do {
     rc = ::flock(fd, (mode == LockMode::kExclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
   } while (rc != 0 && errno == EINTR);
-  if (rc == 0) return lock;
+  if (rc == 0) {
+    if (close_to) (void)::fchmod(fd, *close_to);
+    return lock;
+  }
   const int err = errno;
   if (err == EWOULDBLOCK) return Status(Code::kPermissionDenied, VaultInUseMessage(dir), EBUSY);
   // ENOLCK (NFS without its lock service), EBADF (NFS: an exclusive lock on a file opened for

@@ -1,9 +1,13 @@
 // One mount per vault: a second mount (elsewhere or stacked) and the offline commands that write
 // the cipher directory are refused while the vault is mounted, naming the mount point; readers
 // warn and go on; the lock file is nowhere to be seen; a killed daemon leaves no lock behind.
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "sigilfs/fuse/vault_lock.h"
+#include "test_support/as_nobody.h"
 #include "test_support/mount.h"
 #include "test_support/mount_table.h"
 #include "test_support/process.h"
@@ -50,6 +55,84 @@ ProcessResult MountDetached(const std::string& cipher, const std::string& point,
 
 std::string Mounted(const std::string& cipher, const std::string& point) {
   return "sigilfs: the vault " + cipher + " is mounted on " + fs::canonical(point).string() + "\n";
+}
+
+// Another local user (nobody) trying to take the lock of the vault in `cipher` and hold it: a
+// process that holds it until the object goes, if it could.
+class NobodyHoldingTheLock {
+ public:
+  explicit NobodyHoldingTheLock(const std::string& cipher) {
+    int ready[2];
+    if (::pipe(ready) != 0) return;
+    const std::string lock = cipher + "/" + fuse::kLockFileName;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      char held = 'N';
+      if (::setgroups(0, nullptr) == 0 && ::setgid(test::kNogroup) == 0 &&
+          ::setuid(test::kNobody) == 0) {
+        // flock needs a descriptor open for reading only.
+        const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) held = 'H';
+      }
+      (void)!::write(ready[1], &held, 1);
+      ::close(ready[1]);
+      if (held == 'H') ::pause();
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char held = 'N';
+    (void)!::read(ready[0], &held, 1);
+    ::close(ready[0]);
+    held_ = held == 'H';
+  }
+  ~NobodyHoldingTheLock() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  NobodyHoldingTheLock(const NobodyHoldingTheLock&) = delete;
+  NobodyHoldingTheLock& operator=(const NobodyHoldingTheLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool held_ = false;
+};
+
+// Another local user who can reach a vault (a directory left open to all, as `mkdir` makes it)
+// cannot take its lock, which would keep the owner's mounts (a login's among them) out and make
+// an unmount wait: the lock file is open only to who may change the vault, and one an older
+// version left open to all is closed at the owner's next mount.
+TEST(MountLockTest, AnotherUserCannotHoldTheLock) {
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS_ROOT("playing another user needs root");
+  test::TempDir tmp;
+  fs::permissions(tmp.path(), fs::perms(0755));
+  const std::string cipher = (tmp.path() / "cipher").string();
+  const std::string point = (tmp.path() / "plain").string();
+  const std::string pass = (tmp.path() / "pass").string();
+  fs::create_directories(cipher);
+  fs::permissions(cipher, fs::perms(0755));
+  fs::create_directories(point);
+  std::ofstream(pass) << "test passphrase\n";
+  ASSERT_EQ(
+      RunProcess({SIGILFS_BINARY, "init", cipher, "--kdf", "test", "--passfile", pass}).exit_code,
+      0);
+  { test::MountedVault first(cipher, point, pass); }  // the lock file is made
+  for (const bool left_open_by_an_older_version : {false, true}) {
+    SCOPED_TRACE(left_open_by_an_older_version ? "a lock file open to all" : "a new lock file");
+    if (left_open_by_an_older_version) {
+      ASSERT_EQ(::chmod((cipher + "/" + fuse::kLockFileName).c_str(), 0644), 0);
+      test::MountedVault closes_it(cipher, point, pass);
+    }
+    const NobodyHoldingTheLock nobody(cipher);
+    ASSERT_FALSE(nobody.held()) << "nobody holds the vault's lock";
+    test::MountedVault v(cipher, point, pass);  // refused ("in use") while nobody held it
+    std::ofstream(v.path("f")) << "mounted";
+    auto r = RunProcess({SIGILFS_BINARY, "unmount", point, "--timeout", "5"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
 }
 
 TEST(MountLockTest, ASecondMountElsewhereIsRefusedNamingTheFirst) {
