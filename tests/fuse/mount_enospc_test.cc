@@ -200,7 +200,12 @@ TEST_F(MountEnospcTest, AFullDiskFailsTheWriterAndKeepsEarlierData) {
     EXPECT_EQ(errno, ENOSPC) << test::ErrnoName(errno);
   }
 
-  // The daemon keeps serving: freeing the space makes writes work again.
+  // The daemon keeps serving: freeing the space makes writes work again. (Once the daemon has
+  // let go of the filled files: the kernel sends their RELEASE in the background, and a removed
+  // file still open keeps its space; on a busy machine that took more than a moment.)
+  const auto released_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (vault_->DaemonDescriptors() > idle_fds_ && std::chrono::steady_clock::now() < released_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(test::Ok(::unlink(path("big").c_str())));
   ASSERT_TRUE(test::Ok(::unlink(path("rest").c_str())));
   const auto after = test::Pattern(2 * kMiB, 4);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -89,6 +90,26 @@ void Churn(const std::string& root, int id, const std::atomic<bool>& stop) {
   }
 }
 
+// Whether the daemon's log says it refused replies to requests of `opcode`.
+bool Refused(const std::string& log, const std::string& opcode) {
+  return log.find("fault injection: refusing replies to opcode " + opcode + "\n") !=
+         std::string::npos;
+}
+
+// Lets the load run at least 3 s, and until `vault`'s daemon has refused replies to each of
+// `opcodes` (a busy machine serves fewer requests a second), for at most a minute.
+void WaitUntilRefused(const test::MountedVault& vault, const std::vector<std::string>& opcodes) {
+  const auto started = std::chrono::steady_clock::now();
+  auto all = [&] {
+    const std::string log = vault.log();
+    return std::all_of(opcodes.begin(), opcodes.end(),
+                       [&](const std::string& op) { return Refused(log, op); });
+  };
+  while (std::chrono::steady_clock::now() - started < std::chrono::seconds(3) ||
+         (!all() && std::chrono::steady_clock::now() - started < std::chrono::minutes(1)))
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+}
+
 class MountReplyFaultTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -132,7 +153,9 @@ TEST_P(MountReplyFaultTest, RefusedRepliesLoseNothingAndTheDaemonEndsCleanly) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
   for (int i = 0; i < 6; ++i) workers.emplace_back([&, i] { Churn(vault->plain(), i, stop); });
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Every kind of request whose reply hands something over.
+  const std::vector<std::string> handing_over = {"1", "9", "6", "13", "14", "35", "27", "18"};
+  WaitUntilRefused(*vault, handing_over);
   stop = true;
   for (std::thread& t : workers) t.join();
 
@@ -145,11 +168,8 @@ TEST_P(MountReplyFaultTest, RefusedRepliesLoseNothingAndTheDaemonEndsCleanly) {
 
   const std::string log = vault->log();
   // Every kind of request whose reply hands something over had replies refused.
-  for (const char* op : {"opcode 1\n", "opcode 9\n", "opcode 6\n", "opcode 13\n", "opcode 14\n",
-                         "opcode 35\n", "opcode 27\n", "opcode 18\n"})
-    EXPECT_NE(log.find(std::string("fault injection: refusing replies to ") + op),
-              std::string::npos)
-        << op << log.substr(0, 4000);
+  for (const std::string& op : handing_over)
+    EXPECT_TRUE(Refused(log, op)) << "opcode " << op << "\n" << log.substr(0, 4000);
   ::close(kept);  // its FLUSH reply may be refused too: the data is stored all the same
 
   const pid_t daemon = vault->pid();
@@ -233,7 +253,8 @@ TEST(ReverseReplyFaultTest, RefusedRepliesChangeNothingAndTheDaemonEndsCleanly) 
     readers.emplace_back([&] {
       while (!stop.load()) (void)read_all(true);
     });
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const std::vector<std::string> handing_over = {"1", "14", "15", "27"};
+  WaitUntilRefused(*v, handing_over);
   stop = true;
   for (std::thread& t : readers) t.join();
   const long before_ticks = CpuTicks(v->pid());
@@ -241,10 +262,8 @@ TEST(ReverseReplyFaultTest, RefusedRepliesChangeNothingAndTheDaemonEndsCleanly) 
   EXPECT_LT(CpuTicks(v->pid()) - before_ticks, ::sysconf(_SC_CLK_TCK) / 2)
       << "the daemon is busy with no request";
   const std::string log = v->log();
-  for (const char* op : {"opcode 1\n", "opcode 14\n", "opcode 15\n", "opcode 27\n"})
-    EXPECT_NE(log.find(std::string("fault injection: refusing replies to ") + op),
-              std::string::npos)
-        << op << log.substr(0, 4000);
+  for (const std::string& op : handing_over)
+    EXPECT_TRUE(Refused(log, op)) << "opcode " << op << "\n" << log.substr(0, 4000);
   v->Unmount();
   EXPECT_TRUE(WIFEXITED(v->exit_status()) && WEXITSTATUS(v->exit_status()) == 0)
       << "wait status " << v->exit_status() << "\n"
