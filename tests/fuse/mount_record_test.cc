@@ -70,13 +70,14 @@ std::string DeviceOf(const std::string& point) {
   return device;
 }
 
-// The `n` device numbers from `device` on ("0:41", "0:42", ...): where the next mount will
-// likely be, since the kernel hands out the lowest free one.
-std::vector<std::string> DevicesFrom(const std::string& device, int n) {
+// The device numbers from `below` under `device` to `above` over it ("0:25" ... "0:57"): where
+// the next mount will likely be, since the kernel hands out the lowest free one, and mounts of
+// tests running beside this one free and take numbers below and above it.
+std::vector<std::string> DevicesAround(const std::string& device, int below, int above) {
   const size_t colon = device.find(':');
   const int minor = std::stoi(device.substr(colon + 1));
   std::vector<std::string> out;
-  for (int i = 0; i < n; ++i)
+  for (int i = std::max(-below, 1 - minor); i <= above; ++i)
     out.push_back(device.substr(0, colon + 1) + std::to_string(minor + i));
   return out;
 }
@@ -185,14 +186,15 @@ bool ConnectToOldBeacon(const std::string& device) {
 }
 
 // Unmounts `v` and mounts it again once `actor` (as nobody if `as_nobody`) has done `plant` for
-// each of the device numbers the new mount will likely get (the freed one and the next few);
-// tries again while other mounts take them meanwhile. The device the mount got.
+// each of the device numbers the new mount will likely get (the lowest free one: the freed one,
+// one another test's unmount freed below it meanwhile, or one of the next few); tries again
+// while other mounts take them meanwhile. The device the mount got.
 std::string RemountAfter(test::MountedVault& v, std::optional<Actor>& actor, bool as_nobody,
                          const std::function<bool(const std::string&)>& plant) {
   std::set<std::string> planted;
   std::string device;
-  for (int attempt = 0; attempt < 3 && !planted.contains(device); ++attempt) {
-    const std::vector<std::string> next = DevicesFrom(DeviceOf(v.plain()), 8);
+  for (int attempt = 0; attempt < 5 && !planted.contains(device); ++attempt) {
+    const std::vector<std::string> next = DevicesAround(DeviceOf(v.plain()), 16, 16);
     v.Unmount();
     actor.reset();
     actor.emplace(as_nobody, [&](const auto& ready) {
@@ -232,31 +234,34 @@ Vault MakeVault(const fs::path& dir) {
 }
 
 // Each test in a mount namespace of its own, with a /run of its own: the records and the
-// directories it plants, squats or removes are no other test's (nor this machine's).
+// directories it plants, squats or removes are no other test's (nor this machine's). And in a
+// network namespace of its own: the abstract socket names older versions used (which tests here
+// bind, as root or as nobody) are per network namespace, and a test running beside this one
+// binds the same names.
 class MountRecordTest : public ::testing::Test {
  protected:
   void SetUp() override {
     SIGILFS_NEEDS_FUSE();
     SIGILFS_NEEDS_ROOT("needs root to play another user and to own /run/sigilfs");
-    own_namespace_ = ::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << std::strerror(errno);
+    own_mounts_ = ::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    own_network_ = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    ASSERT_EQ(::unshare(CLONE_NEWNS | CLONE_NEWNET), 0) << std::strerror(errno);
     ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
     ASSERT_EQ(::mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755"), 0);
   }
   void TearDown() override {
-    if (own_namespace_ < 0) return;
-    (void)::setns(own_namespace_, CLONE_NEWNS);
-    ::close(own_namespace_);
+    for (auto [fd, type] : {std::pair{own_mounts_, CLONE_NEWNS}, {own_network_, CLONE_NEWNET}}) {
+      if (fd < 0) continue;
+      (void)::setns(fd, type);
+      ::close(fd);
+    }
   }
 
  private:
-  int own_namespace_ = -1;
+  int own_mounts_ = -1;
+  int own_network_ = -1;
 };
 
-// (a) Another user does what it can against a shared mount of root's (here: fills the backlog
-// of the socket older versions listened on, and tries to open, lock or add to the records):
-// `sigilfs unmount` still returns at once, once the daemon has ended. The older code blocked in
-// its connect for good.
 TEST_F(MountRecordTest, AnotherUserCannotJamTheUnmount) {
   test::MountedVault v({"--shared"});
   const std::string device = DeviceOf(v.plain());
@@ -336,7 +341,7 @@ TEST_F(MountRecordTest, AStaleRecordIsReplaced) {
   v.Unmount();
   MakeRecordDir();
   // This process's id (alive, but holding no lock) and a start time it never had.
-  for (const std::string& d : DevicesFrom(freed, 8))
+  for (const std::string& d : DevicesAround(freed, 16, 16))
     std::ofstream(std::string(kRecords) + "/" + d) << ::getpid() << " 1\n";
   v.Mount();
   const std::string device = DeviceOf(v.plain());
