@@ -1,7 +1,11 @@
 // Status helpers: code names, errno mapping and context.
 #include "sigilfs/status.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace sigilfs {
@@ -80,15 +84,45 @@ Status Status::FromErrno(int err, std::string_view what) {
   return Status(code, std::move(message), err);
 }
 
+namespace {
+
+bool ContainsIgnoringCase(std::string_view text, std::string_view part) {
+  return std::search(text.begin(), text.end(), part.begin(), part.end(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) ==
+                  std::tolower(static_cast<unsigned char>(b));
+         }) != text.end();
+}
+
+}  // namespace
+
 std::string Status::ToString() const {
   if (ok()) return "ok";
-  std::string s(CodeName(code_));
-  if (!message_.empty()) {
-    s += ": ";
-    s += message_;
-  }
+  const std::string_view name = CodeName(code_);
+  if (message_.empty()) return std::string(name);
+  // FromErrno's messages end in the system's words for the errno, which say what the code would.
+  const char* system_words = sys_errno_ != 0 ? ::strerrordesc_np(sys_errno_) : nullptr;
+  if ((system_words != nullptr && message_.ends_with(system_words)) ||
+      ContainsIgnoringCase(message_, name))
+    return message_;
+  std::string s(name);
+  s += ": ";
+  s += message_;
   return s;
 }
+
+namespace detail {
+
+void DieForValueOf(const Status& status) {
+  std::fprintf(stderr, "sigilfs: the value of a failed Result was used: %s\n",
+               status.ToString().c_str());
+  std::abort();
+}
+
+Status NoValueGiven() {
+  return Status(Code::kInternal, "a Result was made from an OK status, without a value");
+}
+
+}  // namespace detail
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;

@@ -40,6 +40,17 @@ TEST(StatusTest, WithContextPrefixesAndKeepsCode) {
   EXPECT_TRUE(Status::Ok().WithContext("x").ok());
 }
 
+// Each thing once: the code's name where the message does not say it already.
+TEST(StatusTest, ToStringSaysEachThingOnce) {
+  EXPECT_EQ(Status(Code::kWrongPassphrase, "wrong passphrase").ToString(), "wrong passphrase");
+  EXPECT_EQ(Status(Code::kWrongPassphrase, "Wrong passphrase for v").ToString(),
+            "Wrong passphrase for v");
+  EXPECT_EQ(Status(Code::kNotFound, "").ToString(), "not found");
+  EXPECT_EQ(Status(Code::kNotFound, "no key 3").ToString(), "not found: no key 3");
+  EXPECT_EQ(Status::FromErrno(ENOENT, "open x").ToString(), "open x: No such file or directory");
+  EXPECT_EQ(Status::FromErrno(ENOSPC, "write y").ToString(), "write y: No space left on device");
+}
+
 Result<int> Half(int x) {
   if (x % 2 != 0) return Status(Code::kInvalidArgument, "odd");
   return x / 2;
@@ -71,6 +82,24 @@ TEST(ResultTest, HoldsMoveOnlyValues) {
   ASSERT_TRUE(r.ok());
   std::unique_ptr<int> p = std::move(r).value();
   EXPECT_EQ(*p, 7);
+}
+
+// A program that skips the check learns why it failed, never reads garbage: value(), `*` and
+// `->` of an error end it with the status's words.
+TEST(ResultDeathTest, TheValueOfAnErrorEndsTheProgramWithItsWords) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Result<std::string> r = Status(Code::kWrongPassphrase, "wrong passphrase");
+  EXPECT_DEATH((void)r.value(), "value of a failed Result was used: wrong passphrase");
+  EXPECT_DEATH((void)r->size(), "wrong passphrase");
+  EXPECT_DEATH((void)*Result<std::unique_ptr<int>>(Status(Code::kNotFound, "no vault in d")),
+               "not found: no vault in d");
+}
+
+// An OK status given where a value was due is a caller's bug: an error, not an empty value.
+TEST(ResultTest, AnOkStatusInsteadOfAValueIsAnInternalError) {
+  const Result<int> r = Status::Ok();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInternal);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // The one error model of sigilfs: Status for fallible calls, Result<T> for fallible values.
 #pragma once
 
-#include <cassert>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,7 +46,9 @@ class [[nodiscard]] Status {
   // The errno that caused this status, or 0 if it did not come from a system call.
   int sys_errno() const { return sys_errno_; }
   const std::string& message() const { return message_; }
-  // "<code name>: <message>", for logs and command-line errors.
+  // For logs and command-line errors, saying each thing once: "<code name>: <message>", or the
+  // message alone where it names the code already ("wrong passphrase") or ends in the system's
+  // words for its errno ("open x: No such file or directory").
   std::string ToString() const;
 
   // Prefixes the message with context ("config: " + message), keeping code and errno.
@@ -59,26 +60,43 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// A value or the Status explaining why there is none.
+namespace detail {
+// Ends the program with `status` on stderr: the value of an error Result was asked for.
+[[noreturn]] void DieForValueOf(const Status& status);
+// The status a Result made from an OK status (a caller's bug) holds instead: kInternal.
+Status NoValueGiven();
+}  // namespace detail
+
+// A value or the Status explaining why there is none. Asking an error for its value (value(),
+// `*`, `->`) ends the program with the status's words, as std::expected's value() throws and
+// absl::StatusOr's dies: a program that skipped the check learns why, never reads garbage.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    assert(!status_.ok() && "a Result must not hold an OK status");
-  }
+  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status)                          // NOLINT(google-explicit-constructor)
+      : status_(status.ok() ? detail::NoValueGiven() : std::move(status)) {}
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return *std::move(value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
+  T& value() & { return Checked(); }
+  const T& value() const& { return Checked(); }
+  T&& value() && { return std::move(Checked()); }
+  T* operator->() { return &Checked(); }
+  const T* operator->() const { return &Checked(); }
+  T& operator*() & { return Checked(); }
+  const T& operator*() const& { return Checked(); }
 
  private:
+  T& Checked() {
+    if (!value_.has_value()) detail::DieForValueOf(status_);
+    return *value_;
+  }
+  const T& Checked() const {
+    if (!value_.has_value()) detail::DieForValueOf(status_);
+    return *value_;
+  }
+
   Status status_;  // OK exactly when value_ holds a value
   std::optional<T> value_;
 };
