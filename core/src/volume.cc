@@ -236,13 +236,16 @@ Result<std::string> Volume::MoveEmptyDirectoryAside(BackingDir& dir,
 }
 
 Status Volume::CheckEmptyDirectory(BackingDir& sub) {
-  // The cipher directory still holds its IV file: empty is nothing else.
-  bool empty = true;
-  SIGILFS_RETURN_IF_ERROR(sub.List(0, [&](const BackingEntry& e) {
-    empty = e.name == kDirIvFileName;
-    return empty;
-  }));
-  return empty ? Status::Ok() : Status::FromErrno(ENOTEMPTY, "rmdir");
+  for (int waited_ms = 0;;) {
+    // The cipher directory still holds its IV file: empty is nothing else.
+    bool empty = true;
+    SIGILFS_RETURN_IF_ERROR(sub.List(0, [&](const BackingEntry& e) {
+      empty = e.name == kDirIvFileName;
+      return empty;
+    }));
+    if (empty) return Status::Ok();
+    if (!AwaitKeptOpen(sub, waited_ms)) return Status::FromErrno(ENOTEMPTY, "rmdir");
+  }
 }
 
 Status Volume::RemoveDirectory(BackingDir& dir, const std::string& stored) const {
@@ -253,28 +256,54 @@ Status Volume::RemoveDirectory(BackingDir& dir, const std::string& stored) const
   auto iv = ReadDirIv(*sub);
   if (Status s = sub->Unlink(kDirIvFileName); !s.ok() && s.code() != Code::kNotFound) return s;
   Status s = dir.RemoveDir(stored);
-  // A network store keeps a file removed while still open under a hidden name until it is
-  // closed (NFS's .nfsXXXX, a FUSE store's .fuse_hiddenXXXX): the mount's last close of a file
-  // reaches it a moment after the caller's. A directory holding only those is tried again for
-  // a while before it counts as not empty.
-  for (int waited_ms = 0; s.code() == Code::kNotEmpty && waited_ms < 2000 && OnlyKeptOpen(*sub);
-       waited_ms += 20) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int waited_ms = 0; s.code() == Code::kNotEmpty && AwaitKeptOpen(*sub, waited_ms);)
     s = dir.RemoveDir(stored);
-  }
   // Entries made meanwhile, or a failing store: the IV goes back so the directory stays usable.
   if (!s.ok() && iv.ok()) (void)RestoreDirIvFile(*sub, *iv);
   return s;
 }
 
+namespace {
+constexpr char kFuseHiddenPrefix[] = ".fuse_hidden";
+}  // namespace
+
+bool Volume::AwaitKeptOpen(BackingDir& dir, int& waited_ms) {
+  // A network store keeps a file removed while still open under a hidden name until it is
+  // closed (NFS's .nfsXXXX, a FUSE store's .fuse_hiddenXXXX): the mount's last close of a file
+  // reaches it a moment after the caller's. A directory holding only those is tried again for
+  // a while before it counts as not empty.
+  constexpr int kStepMs = 20, kMaxMs = 2000, kOrphanCheckMs = 200;
+  if (waited_ms >= kMaxMs || !OnlyKeptOpen(dir)) return false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(kStepMs));
+  waited_ms += kStepMs;
+  if (waited_ms % kOrphanCheckMs == 0) RemoveOrphanedFuseHidden(dir);
+  return true;
+}
+
 bool Volume::OnlyKeptOpen(BackingDir& dir) {
   bool only = true, any = false;
   (void)dir.List(0, [&](const BackingEntry& e) {
+    if (e.name == kDirIvFileName) return true;
     any = true;
-    only = e.name.starts_with(".nfs") || e.name.starts_with(".fuse_hidden");
+    only = e.name.starts_with(".nfs") || e.name.starts_with(kFuseHiddenPrefix);
     return only;
   });
   return any && only;
+}
+
+void Volume::RemoveOrphanedFuseHidden(BackingDir& dir) {
+  // libfuse's path library (sshfs) can leave a .fuse_hidden file that nothing holds: its unlink
+  // sees the file open and renames it aside, and a release that ends meanwhile, not finding it
+  // hidden yet, does not remove it; it stays until the store is unmounted. (Every unlink right
+  // after a last close races that release: a FUSE close returns before its release is served.)
+  // Unlinking the hidden name through the store does what that release would have done: the
+  // store removes it if no open file of its own holds it, and hides it again otherwise.
+  std::vector<std::string> hidden;
+  (void)dir.List(0, [&](const BackingEntry& e) {
+    if (e.name.starts_with(kFuseHiddenPrefix)) hidden.push_back(e.name);
+    return true;
+  });
+  for (const std::string& name : hidden) (void)dir.Unlink(name);
 }
 
 Result<std::string> Volume::StoredName(const DirIv& iv, std::string_view plain) const {

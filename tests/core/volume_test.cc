@@ -148,6 +148,30 @@ TEST_P(VolumeDirTest, AListingShowsNamesOnlyAndReportsWhatDoesNotOpen) {
   EXPECT_EQ(damaged.size(), 2u);
 }
 
+// A FUSE store (sshfs) may leave a file removed right after its last close hidden, with nothing
+// holding it: removing the directory clears it. An NFS store's .nfsXXXX files are waited for
+// (the client removes them at the last close), never removed, and any other entry refuses.
+TEST_P(VolumeDirTest, RemovalClearsFuseHiddenFilesAndWaitsForNfsOnes) {
+  auto made = [&](const std::string& plain, const std::string& left) {
+    EXPECT_TRUE(volume_->MakeDirectory(*top_, iv_, plain, 0755).ok());
+    const std::string stored = *volume_->StoredName(iv_, plain);
+    auto sub = std::move(top_->OpenDir(stored)).value();
+    EXPECT_TRUE(sub->OpenFile(left, {.create = true, .exclusive = true}).ok());
+    return stored;
+  };
+  const std::string fuse = made("fuse", ".fuse_hidden0000002a00000001");
+  ASSERT_TRUE(volume_->RemoveDirectory(*top_, fuse).ok());
+  EXPECT_FALSE(top_->Stat(fuse).ok());
+
+  const std::string nfs = made("nfs", ".nfs000000000000002a00000001");
+  EXPECT_EQ(volume_->RemoveDirectory(*top_, nfs).code(), Code::kNotEmpty);
+  EXPECT_TRUE(std::move(top_->OpenDir(nfs)).value()->Stat(".nfs000000000000002a00000001").ok());
+  EXPECT_EQ(Listed(), (std::vector<std::string>{"nfs"}));  // and usable: its IV is back
+
+  const std::string other = made("other", "AAAA");
+  EXPECT_EQ(volume_->RemoveDirectory(*top_, other).code(), Code::kNotEmpty);
+}
+
 SIGILFS_INSTANTIATE_FOR_STORES(VolumeDirTest);
 
 }  // namespace

@@ -68,7 +68,8 @@ class Volume {
   // otherwise): the IV file goes first, read before, and comes back should the rmdir fail, so
   // the directory stays usable.
   Status RemoveDirectory(BackingDir& dir, const std::string& stored) const;
-  // Whether `sub`, a cipher directory, holds nothing but its IV (kNotEmpty otherwise).
+  // Whether `sub`, a cipher directory, holds nothing but its IV (kNotEmpty otherwise); files a
+  // network store keeps for descriptors still open are waited out for up to 2 s.
   static Status CheckEmptyDirectory(BackingDir& sub);
   // For a rename over cipher directory `stored` of `dir`: an "empty" one still holds its IV
   // file, so the store would refuse to replace it. It goes aside under a hidden name
@@ -146,8 +147,15 @@ class Volume {
  private:
   Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCodec> names,
          std::unique_ptr<PageLayer> pages);
-  // True if `dir` holds nothing but files a network store keeps for descriptors still open.
+  // True if `dir` holds nothing but files a network store keeps for descriptors still open
+  // (and its IV file).
   static bool OnlyKeptOpen(BackingDir& dir);
+  // If `dir` holds nothing but such files (and its IV file) and `waited_ms` is under 2 s: waits
+  // a step, counted in `waited_ms`, now and then removes the FUSE store's files of them that
+  // nothing holds (RemoveOrphanedFuseHidden), and returns true, to try again.
+  static bool AwaitKeptOpen(BackingDir& dir, int& waited_ms);
+  // Unlinks `dir`'s .fuse_hiddenXXXX files through the store, which keeps those still open.
+  static void RemoveOrphanedFuseHidden(BackingDir& dir);
   // The plaintext name of listed entry `stored`, or none: the vault's own entries, and those
   // whose names do not open (passed to `damaged`).
   std::optional<std::string> ListedName(
