@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the library from a sigilfs build into a scratch prefix, then builds and runs a
 # program outside the tree against it twice: through find_package(sigilfs) and through
-# pkg-config. run.sh BUILD_DIR
+# pkg-config, and builds and runs the program README.md shows. run.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,3 +30,21 @@ c++ -std=c++20 "${flags[@]}" "$here/consumer.cc" -o "$scratch/consumer-pc" \
   $(pkg-config --cflags --libs sigilfs)
 mkdir "$scratch/vault2"
 "$scratch/consumer-pc" "$scratch/vault2"
+
+echo "== the README's program"
+# The cpp block after the README's marker, as a reader would copy it.
+awk '/<!-- the README.s program:/ { marked = 1; next }
+     marked && /^```cpp/ { inside = 1; next }
+     inside && /^```/ { exit }
+     inside { print }' "$here/../../README.md" >"$scratch/hello_vault.cc"
+[ -s "$scratch/hello_vault.cc" ] || { echo "run.sh: no program found in README.md" >&2; exit 1; }
+# shellcheck disable=SC2046 # the flags are words
+c++ -std=c++20 -Wall -Wextra -Werror "${flags[@]}" "$scratch/hello_vault.cc" \
+  -o "$scratch/hello_vault" $(pkg-config --cflags --libs sigilfs)
+mkdir "$scratch/vault3"
+"$scratch/hello_vault" "$scratch/vault3"
+# What it wrote is there: a vault whose check is clean, holding a file and a symlink.
+checked=$("$build/fuse/sigilfs" fsck "$scratch/vault3" \
+  --passfile <(printf 'correct horse battery staple\n'))
+echo "$checked"
+grep -q '1 file .*1 symlink checked; 0 problems' <<<"$checked"
