@@ -219,7 +219,7 @@ class PosixBackingDir final : public BackingDir {
   // refuse them with EINVAL): renamed plainly once the name was seen free. That replaces at most
   // an empty directory, and a directory of the vault is never empty (it holds its IV) but while
   // it is being removed; a file another host puts there between the look and the rename is
-  // replaced (docs/design.md, "Shared storage"). Not link(2) and unlink: a store that keeps
+  // replaced (docs/design/shared.md, "Names"). Not link(2) and unlink: a store that keeps
   // objects by path (sshfs) would lose track of the handles the mount holds on the file.
   Status RenameNoReplaceWithoutFlags(const std::string& from, PosixBackingDir& to,
                                      const std::string& to_name) {

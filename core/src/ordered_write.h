@@ -6,7 +6,7 @@
 // written, never with a later unit stored and an earlier one missing (which would be a hole
 // where data was, and an old last page that is no longer last). A cipher-file page that two
 // pieces share is never written in part: the bytes before the next piece's start wait for it.
-// docs/design.md, "Crash consistency", builds on this.
+// docs/design/crash-and-space.md, "Crash consistency", builds on this.
 #pragma once
 
 #include <cstdint>

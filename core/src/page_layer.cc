@@ -1,5 +1,5 @@
 // The page layer's cache: plaintext pages over sealed units, with the write_begin/write_end
-// rules, read-ahead and direct (uncached) large I/O described in docs/design.md. Write-back is
+// rules, read-ahead and direct (uncached) large I/O of docs/design/page-layer.md. Write-back is
 // write_back.cc's, sealed files verity/sealed_file.cc's, holes page_layer_space.cc's.
 #include "sigilfs/core/page_layer.h"
 

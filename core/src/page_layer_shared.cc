@@ -1,6 +1,6 @@
 // Shared mode of the page layer: each call on a file is a section under the cipher file's lock,
-// so several processes (mounts on several hosts) can use one cipher file (docs/design.md,
-// "Shared storage").
+// so several processes (mounts on several hosts) can use one cipher file (docs/design/shared.md,
+// "Files").
 #include <cstring>
 #include <limits>
 

@@ -1277,7 +1277,7 @@ TEST_P(PageLayerTest, ASmallWriteBesideALargeWriteOrAPunchEndsInASerialOrder) {
 // spends space) stops it where it grows the file: the pages it overwrote in place are the
 // prefix, and the old last page is put back as it was. A device error inside the stored data
 // stops it inside a page: that one page is put back from the cache if the cache holds it, and
-// otherwise fails to read, as after a crash there (docs/design.md, "Write-back").
+// otherwise fails to read, as after a crash there (docs/design/page-layer.md, "Rules").
 TEST_P(PageLayerTest, ALargeWriteThatFailsStoresAPrefixAndChangesNothingAfterIt) {
   const auto old_data = Pattern(32 * 4096 - 100, 1);
   const auto new_data = Pattern(200 * 4096, 2);

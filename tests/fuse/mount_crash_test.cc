@@ -701,7 +701,8 @@ void RunRounds(int rounds) {
         round, static_cast<long long>(delay.count()), kinds["F"], kinds["R"], kinds["L"],
         kinds["W"], kinds["S"], reads.size(), damaged.size());
 
-    // The repair docs/design.md gives: a damaged last page is cut off, another one rewritten.
+    // The repair docs/design/crash-and-space.md gives: a damaged last page is cut off, another one
+    // rewritten.
     for (const auto& [rel, page] : damaged) {
       const std::string path = vault.path(rel);
       const uint64_t size = reads.at(rel).data.size();

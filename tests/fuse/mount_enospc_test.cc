@@ -390,8 +390,9 @@ size_t PeakKib(pid_t pid) {
 // Writes that go on into a full disk must not pile up in the daemon: once a write-back has
 // failed, the dirty pages of a file are bounded (two batches, 4 MiB), and writes past the bound
 // fail with ENOSPC and change nothing. So the daemon's memory stays within its budget: the
-// cache's 64 MiB and those two batches (docs/design.md, "A full backing store"). 10 s of 4 KiB
-// appends (30 s under SIGILFS_LONG); before the bound, every write succeeded into the cache.
+// cache's 64 MiB and those two batches (docs/design/crash-and-space.md, "A full backing
+// store"). 10 s of 4 KiB appends (30 s under SIGILFS_LONG); before the bound, every write
+// succeeded into the cache.
 TEST_F(MountEnospcTest, WritesIntoAFullDiskStayWithinTheMemoryBudget) {
   ASSERT_GT(FillUp("filler", 64 * 1024, true), 0u);
   const size_t before = PeakKib(vault_->pid());

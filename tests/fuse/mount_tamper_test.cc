@@ -271,7 +271,7 @@ class MountTamperTest : public ::testing::Test {
   // Flips bit `at` % 8 of the byte at `at`: one bit, a different one from byte to byte (in the
   // sealed file's flags, header byte 10, the bound flag). Cleared flags would not change the
   // cipher directory either: the record authenticates and binds the last page, so the file
-  // stays sealed and its open writes nothing (docs/design.md, "Binding the seal";
+  // stays sealed and its open writes nothing (docs/design/verity.md, "Binding the seal";
   // VerityTest.ASealedFileWhoseFlagsWereClearedStaysSealed).
   static void FlipByte(const std::string& path, size_t at) {
     const int fd = ::open(path.c_str(), O_RDWR);

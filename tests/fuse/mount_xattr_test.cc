@@ -229,8 +229,8 @@ int Fill(const std::string& path, size_t name_length, size_t value_length, int* 
 
 // Fewer attributes fit on a file of the mount than on the backing ext4, which keeps all of an
 // inode's attributes in its inode and one 4 KiB block: stored names are 35 bytes whatever the
-// name, values 33 bytes plus the name longer (docs/design.md, "Extended attributes"). The counts
-// measured on ext4 with 4 KiB blocks and 256-byte inodes are pinned: never fewer.
+// name, values 33 bytes plus the name longer (docs/design/xattrs-and-acls.md, "How many fit"). The
+// counts measured on ext4 with 4 KiB blocks and 256-byte inodes are pinned: never fewer.
 TEST(MountXattrTest, HowManyAttributesFitOnOneFile) {
   SIGILFS_NEEDS_FUSE();
   test::TempDir plain;

@@ -1,6 +1,6 @@
 // The page layer: encrypted file contents in 4 KiB pages, with a bounded plaintext cache,
 // no read-modify-write on full-page overwrites, short-copy detection, read-ahead and batched,
-// parallel write-back. docs/design.md ("Page layer") explains the rules and the lock order.
+// parallel write-back. docs/design/page-layer.md explains the rules and the lock order.
 #pragma once
 
 #include <array>
@@ -43,16 +43,16 @@ struct PageLayerOptions {
   bool strict_holes = false;      // refuse all-zero pages (EIO) instead of reading zeros
   bool force_rmw = false;         // benchmark/test switch: always read before writing a page
   // Sealing pins every data unit's nonce, so reads of the sealed file compare nonces instead of
-  // hashing pages (docs/design.md, "Pinned nonces"). Off: seal as sigilfs did before pins, with
-  // reads checked against the tree (for tests of such files, and to measure the difference).
+  // hashing pages (docs/design/verity.md, "Pinned nonces"). Off: seal as sigilfs did before pins,
+  // with reads checked against the tree (for tests of such files, and to measure the difference).
   bool verity_pins = true;
   // Sealing binds the data's last page as its commit point, so the file cannot pass for an
-  // unsealed one again (docs/design.md, "Binding the seal"). Off only to make files as builds
-  // before binding sealed them, for tests that such files still read.
+  // unsealed one again (docs/design/verity.md, "Binding the seal"). Off only to make files as
+  // builds before binding sealed them, for tests that such files still read.
   bool verity_bind = true;
   unsigned crypto_threads = 0;  // workers for large batches; 0 = one per core
   // Other processes (other mounts, on this host or others) change the cipher files too
-  // (docs/design.md, "Shared storage"): every call on a file is one section under the cipher
+  // (docs/design/shared.md, "Files"): every call on a file is one section under the cipher
   // file's lock (BackingFile::Lock: shared for reads, exclusive for changes), which first takes
   // in what others changed and ends with everything stored and nothing cached. Writes are
   // stored before they return; reads decrypt what the cipher file holds at the time.
@@ -372,8 +372,8 @@ class FileContents {
                        std::optional<uint64_t> last_begun) SIGILFS_REQUIRES(writeback_mu_);
   void MarkStoredLocked(const WriteBackBatch& batch) SIGILFS_REQUIRES(writeback_mu_, mu_);
   // The write-back a write triggers runs as a job on a crypto worker while the writer goes on
-  // (docs/design.md, "Write-back"). Starting one first finishes the one before and returns its
-  // failure, as a write-back the write ran itself would have.
+  // (docs/design/page-layer.md, "Write-back jobs"). Starting one first finishes the one before and
+  // returns its failure, as a write-back the write ran itself would have.
   Status StartWriteBackJob();
   // Helps with the pending job (its batch of seals) until it is done; returns its failure.
   Status FinishWriteBackJob();

@@ -28,7 +28,7 @@ class ReverseKeys {
   DirIv DirIvOf(std::string_view path) const;
   // The IV of a new directory made by a shared mount (`mount --shared`), from its parent's IV
   // and its stored name: two hosts that make the same directory before they sync write the same
-  // IV, so a synchronizer never has two of one directory's IV (docs/design.md, "Synced folders").
+  // IV, so a synchronizer never has two of one directory's IV (docs/design/shared.md, "Names").
   DirIv DirIvOfEntry(const DirIv& parent, std::string_view stored) const;
   // A regular file's header nonce, from its plain path: the same file keeps its nonce (and so
   // its unchanged pages their bytes) while it changes.

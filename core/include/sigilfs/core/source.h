@@ -17,7 +17,7 @@ namespace sigilfs::core {
 // A stream of write data that may deliver fewer bytes than asked (the end of a step, a fault in
 // a user buffer). The page layer copies straight from it into cached pages;
 // after a short copy into a page it did not read, it hands the bytes back with Unread and
-// retries them as a partial write (the write_end rule of docs/design.md).
+// retries them as a partial write (the write_end rule of docs/design/page-layer.md).
 // Thread-safety: REQUIRES external synchronization.
 class Source {
  public:

@@ -108,7 +108,7 @@ Result<SealedLayout> LayoutFromTrailer(const PageGeometry& geometry, uint64_t ci
                                        ByteSpan trailer);
 
 // Pin blocks: the nonce of every data unit as sealed, so a read can tell the sealed version of a
-// page from any other by comparing nonces (docs/design.md, "Pinned nonces"). Each block's
+// page from any other by comparing nonces (docs/design/verity.md, "Pinned nonces"). Each block's
 // plaintext is the root hash (binding it to this seal's tree), then the nonces of
 // PinsPerBlock() consecutive data pages, zero-padded; a hole's nonce is pinned as zeros.
 inline constexpr size_t kPinBlockHeader = kDigestSize;
