@@ -15,6 +15,7 @@
 #include "test_support/fuse_access.h"
 #include "test_support/mount.h"
 #include "test_support/mount_table.h"
+#include "test_support/pam_services.h"
 #include "test_support/process.h"
 #include "test_support/requirements.h"
 #include "test_support/system_user.h"
@@ -27,66 +28,16 @@ namespace fs = std::filesystem;
 using test::ProcessResult;
 using test::RunProcess;
 
-constexpr char kPamtester[] = "/usr/bin/pamtester";
+using test::kPamtester;
 const std::string kOldPassword = "Old-pass-4711";
 const std::string kNewPassword = "New-pass-0815";
 const std::string kMarker = "plaintext marker 0123456789";
 
-// Two throw-away services in /etc/pam.d, removed when the object goes away. "strict" is a
-// normal login (pam_unix decides); "lenient" lets pam_unix fail, so that what pam_sigilfs does
-// with a wrong password shows on its own.
-class PamServices {
- public:
-  PamServices(const std::string& name, const std::string& module_args) : name_(name) {
-    const std::string module = std::string(PAM_SIGILFS_MODULE) + " " + module_args;
-    Write(strict(),
-          "auth     required  pam_unix.so nodelay\n"
-          "auth     optional  " +
-              module +
-              "\n"
-              "account  required  pam_permit.so\n"
-              "session  required  pam_permit.so\n"
-              "session  optional  " +
-              module +
-              "\n"
-              "password required  pam_unix.so nodelay\n"
-              "password optional  " +
-              module + "\n");
-    Write(lenient(),
-          "auth     optional  pam_unix.so nodelay\n"
-          "auth     optional  " +
-              module +
-              "\n"
-              "auth     required  pam_permit.so\n"
-              "session  required  pam_permit.so\n"
-              "session  optional  " +
-              module + "\n");
-  }
-  ~PamServices() {
-    std::error_code ec;
-    fs::remove("/etc/pam.d/" + strict(), ec);
-    fs::remove("/etc/pam.d/" + lenient(), ec);
-  }
-  PamServices(const PamServices&) = delete;
-  PamServices& operator=(const PamServices&) = delete;
-
-  std::string strict() const { return name_; }
-  std::string lenient() const { return name_ + "-lenient"; }
-
- private:
-  static void Write(const std::string& service, const std::string& text) {
-    std::ofstream("/etc/pam.d/" + service) << text;
-  }
-  std::string name_;
-};
-
 class PamTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string why = test::SystemUser::Unavailable();
+    const std::string why = test::PamSessionsUnavailable();
     SIGILFS_NEEDS(why.empty(), why);
-    SIGILFS_NEEDS(::access(kPamtester, X_OK) == 0,
-                  "no pamtester (scripts/install-deps.sh installs it)");
     SIGILFS_NEEDS_FUSE();
     // The account runs sigilfs and reaches its home: both must be reachable by others (the
     // build tree may not be), so the binary is copied next to the homes.
@@ -104,9 +55,9 @@ class PamTest : public ::testing::Test {
                                  kOldPassword + "\n");
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;  // it is the login password
-    services_ = std::make_unique<PamServices>("sigilfs-test-" + user_->name(),
-                                              "vault=" + Tmp("vaults").string() + "/%u sigilfs=" +
-                                                  Tmp("bin/sigilfs").string() + " debug");
+    services_ = std::make_unique<test::PamServices>(
+        "sigilfs-test-" + user_->name(), "vault=" + Tmp("vaults").string() + "/%u sigilfs=" +
+                                             Tmp("bin/sigilfs").string() + " debug");
   }
 
   fs::path Tmp(const std::string& rel) const { return tmp_.path() / rel; }
@@ -140,7 +91,7 @@ class PamTest : public ::testing::Test {
   test::TempDir tmp_;
   std::unique_ptr<test::SystemUser> user_;
   std::unique_ptr<test::FuseDeviceAccess> fuse_access_;
-  std::unique_ptr<PamServices> services_;
+  std::unique_ptr<test::PamServices> services_;
 };
 
 TEST_F(PamTest, LoginMountsTheHomeAsTheUserAndTheLastCloseUnmounts) {

@@ -220,6 +220,13 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   std::error_code ec;
   const std::string real_mountpoint = std::filesystem::canonical(o.mountpoint, ec).string();
   int rc = 1;
+  // Signals whose default action would end the daemon on the spot, with the dirty pages of
+  // open files never written back: SIGUSR1, which asks for the stats file (the housekeeper
+  // takes it where there is one; a `pkill -USR1 sigilfs` must not end the mounts without), and
+  // SIGXFSZ, which the kernel sends for a cipher file past the user's file size limit (the
+  // write then fails with EFBIG, for that file alone).
+  ::signal(SIGUSR1, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);
   if (fuse_set_signal_handlers(se) != 0) {
     std::fprintf(stderr, "sigilfs: cannot install signal handlers\n");
   } else if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
