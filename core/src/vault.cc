@@ -131,7 +131,8 @@ Result<std::unique_ptr<Vault>> Vault::Unlock(const std::string& dir, ByteSpan pa
   SIGILFS_ASSIGN_OR_RETURN(VaultConfig config, LoadConfig(dir, config_name));
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes master, UnwrapMasterKey(config, passphrase));
   SIGILFS_ASSIGN_OR_RETURN(VolumeKeys keys, DeriveVolumeKeys(master.span()));
-  return std::unique_ptr<Vault>(new Vault(dir, std::move(config), std::move(keys)));
+  return std::unique_ptr<Vault>(
+      new Vault(dir, config_name == kReverseConfigFileName, std::move(config), std::move(keys)));
 }
 
 Status Vault::ChangePassphrase(const std::string& dir, ByteSpan old_passphrase,

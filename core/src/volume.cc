@@ -87,6 +87,15 @@ Volume::Volume(std::unique_ptr<Vault> vault, int root_fd, std::unique_ptr<NameCo
 Volume::~Volume() { ::close(root_fd_); }
 
 Result<std::unique_ptr<Volume>> Volume::Open(std::unique_ptr<Vault> vault, VolumeOptions options) {
+  // A reverse view's volume reads through the view: the plain tree is the user's, and no lock
+  // file goes there.
+  if (!options.lock && vault->reverse()) options.lock = VaultLock();
+  if (!options.lock) {
+    SIGILFS_ASSIGN_OR_RETURN(
+        options.lock,
+        VaultLock::Acquire(vault->dir(),
+                           options.pages.shared ? LockMode::kSharedMount : LockMode::kExclusive));
+  }
   int fd = ::open(vault->dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open " + vault->dir());
   auto names = NameCodec::Create(vault->keys().names.span());
@@ -107,6 +116,7 @@ Result<std::unique_ptr<Volume>> Volume::Open(std::unique_ptr<Vault> vault, Volum
                                            options.pages);
   std::unique_ptr<Volume> volume(
       new Volume(std::move(vault), fd, std::move(names).value(), std::move(pages)));
+  volume->lock_ = std::move(*options.lock);
   volume->root_ = BorrowPosixBackingDir(fd);
   volume->derived_ = std::move(derived);
   volume->ordered_metadata_ = OrdersMetadata(fd);

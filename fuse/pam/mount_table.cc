@@ -1,12 +1,12 @@
 // Whether a sigilfs mount sits on a mount point, from /proc/self/mountinfo.
 #include "mount_table.h"
 
-#include "sigilfs/fuse/mountinfo.h"
+#include "sigilfs/core/mountinfo.h"
 
 namespace sigilfs::pam {
 
 bool IsSigilfsMounted(const std::string& mount_point) {
-  for (const sigilfs::fuse::MountInfoEntry& m : sigilfs::fuse::ReadMountInfo())
+  for (const sigilfs::core::MountInfoEntry& m : sigilfs::core::ReadMountInfo())
     if (m.type == "fuse.sigilfs" && m.mount_point == mount_point) return true;
   return false;
 }

@@ -146,7 +146,7 @@ Result<MountRecord> MountRecord::Publish(const std::string& device, bool require
 
 Status MountRecord::NameThisProcess() const {
   if (!recorded()) return Status::Ok();
-  const auto self = VaultLock::ProcessOf(::getpid());
+  const auto self = core::VaultLock::ProcessOf(::getpid());
   if (!self) return Status(Code::kIoError, "cannot read this process's start time", EIO);
   const std::string text = std::to_string(self->pid) + " " + std::to_string(self->start) + "\n";
   if (::ftruncate(fd_.get(), 0) != 0 ||
@@ -198,13 +198,13 @@ bool RecordedDaemon::Ended() const {
   return true;
 }
 
-std::optional<VaultLock::Process> RecordedDaemon::Process() const {
+std::optional<core::VaultLock::Process> RecordedDaemon::Process() const {
   char text[64] = {};
   const ssize_t n = ::pread(fd_.get(), text, sizeof text - 1, 0);
   if (n <= 0) return std::nullopt;
   std::istringstream in(std::string(text, static_cast<size_t>(n)));
   long long pid = 0;
-  VaultLock::Process p;
+  core::VaultLock::Process p;
   if (!(in >> pid >> p.start) || pid <= 0 || pid > INT32_MAX) return std::nullopt;
   p.pid = static_cast<pid_t>(pid);
   if (p.Ended()) return std::nullopt;

@@ -763,7 +763,7 @@ TEST(TreeSharedTest, AnEntryMadeWhileAnotherHostRemovesTheNameKeepsItsSideFile) 
   test::TempDir temp;
   VolumeOptions options;
   options.pages.shared = true;
-  auto volume = test::NewTestVolume((temp.path() / "vault").string(), options);
+  auto volume = test::NewTestVolume((temp.path() / "vault").string(), std::move(options));
   std::unique_ptr<BackingDir> store = test::NewStore(test::Store::kPosix, temp.path() / "store");
   ASSERT_TRUE(Tree::Format(*store).ok());
   auto look = std::move(store->OpenDir("")).value();

@@ -178,11 +178,49 @@ SIGILFS_INSTANTIATE_FOR_STORES(VolumeDirTest);
 // A shared mount derives a new directory's IV from its parent's and its name: the same directory
 // made twice (on two hosts before they sync) has the same IV, so a synchronizer finds no two
 // versions of it. An unshared mount draws it at random.
+// A volume holds the vault's lock for its life: a second program (here a second volume) is
+// refused, with EBUSY, until the first is closed; shared volumes go together, as shared mounts
+// do, and refuse an exclusive one.
+TEST(VolumeLockTest, AVolumeHoldsTheVaultUntilItIsClosed) {
+  test::TempDir temp;
+  const std::string dir = (temp.path() / "vault").string();
+  auto unlock = [&] {
+    return std::move(Vault::Unlock(dir, {reinterpret_cast<const uint8_t*>("pass"), 4})).value();
+  };
+  auto first = test::NewTestVolume(dir);
+  EXPECT_TRUE(first->lock().held());
+  auto second = Volume::Open(unlock(), {});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().sys_errno(), EBUSY);
+  EXPECT_EQ(second.status().message(),
+            "the vault " + dir + " is in use by another sigilfs process");
+  VolumeOptions shared;
+  shared.pages.shared = true;
+  EXPECT_EQ(Volume::Open(unlock(), std::move(shared)).status().sys_errno(), EBUSY);
+
+  first.reset();
+  auto exclusive = Volume::Open(unlock(), {});
+  ASSERT_TRUE(exclusive.ok()) << exclusive.status().ToString();
+  exclusive->reset();
+  VolumeOptions one, two;
+  one.pages.shared = two.pages.shared = true;
+  auto a = Volume::Open(unlock(), std::move(one));
+  auto b = Volume::Open(unlock(), std::move(two));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(Volume::Open(unlock(), {}).status().sys_errno(), EBUSY);
+  // A caller that holds the lock itself, or goes on without one, says so.
+  VolumeOptions unlocked;
+  unlocked.lock = VaultLock();
+  auto reader = Volume::Open(unlock(), std::move(unlocked));
+  ASSERT_TRUE(reader.ok());
+  EXPECT_FALSE((*reader)->lock().held());
+}
+
 TEST(VolumeSharedTest, ASharedVolumeDerivesNewDirectoryIvsFromTheirPlace) {
   test::TempDir temp;
   VolumeOptions shared;
   shared.pages.shared = true;
-  auto volume = test::NewTestVolume((temp.path() / "vault").string(), shared);
+  auto volume = test::NewTestVolume((temp.path() / "vault").string(), std::move(shared));
   auto root = std::move(OpenPosixBackingDir((temp.path() / "vault").string())).value();
   const DirIv parent = std::move(volume->ReadDirIv(*root)).value();
   auto iv_of = [&](const std::string& plain) {

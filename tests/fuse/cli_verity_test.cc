@@ -15,9 +15,9 @@
 #include "sigilfs/core/names.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/core/vault.h"
+#include "sigilfs/core/vault_lock.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/encoding.h"
-#include "sigilfs/fuse/vault_lock.h"
 #include "test_support/cipher_path.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
@@ -188,7 +188,7 @@ std::string OnlyCipherFile(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (e.is_regular_file() && name != core::kConfigFileName && name != core::kDirIvFileName &&
-        name != fuse::kLockFileName)
+        name != core::kLockFileName)
       found.push_back(e.path().string());
   }
   EXPECT_EQ(found.size(), 1u);

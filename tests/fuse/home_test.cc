@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "sigilfs/core/config.h"
-#include "sigilfs/fuse/vault_lock.h"
+#include "sigilfs/core/vault_lock.h"
 #include "test_support/acls.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
@@ -299,7 +299,7 @@ TEST_F(HomeTest, UndoRefusesAVaultInUse) {
   Own(Home() / "notes");
   ProcessResult r = Setup({"--migrate"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string lock = Vault() + "/" + fuse::kLockFileName;
+  const std::string lock = Vault() + "/" + core::kLockFileName;
   const int fd = ::open(lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_SH), 0);

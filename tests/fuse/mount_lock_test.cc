@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "sigilfs/fuse/vault_lock.h"
+#include "sigilfs/core/vault_lock.h"
+#include "sigilfs/core/volume.h"
 #include "test_support/as_nobody.h"
 #include "test_support/mount.h"
 #include "test_support/mount_table.h"
@@ -64,7 +65,7 @@ class NobodyHoldingTheLock {
   explicit NobodyHoldingTheLock(const std::string& cipher) {
     int ready[2];
     if (::pipe(ready) != 0) return;
-    const std::string lock = cipher + "/" + fuse::kLockFileName;
+    const std::string lock = cipher + "/" + core::kLockFileName;
     pid_ = ::fork();
     if (pid_ == 0) {
       ::close(ready[0]);
@@ -123,7 +124,7 @@ TEST(MountLockTest, AnotherUserCannotHoldTheLock) {
   for (const bool left_open_by_an_older_version : {false, true}) {
     SCOPED_TRACE(left_open_by_an_older_version ? "a lock file open to all" : "a new lock file");
     if (left_open_by_an_older_version) {
-      ASSERT_EQ(::chmod((cipher + "/" + fuse::kLockFileName).c_str(), 0644), 0);
+      ASSERT_EQ(::chmod((cipher + "/" + core::kLockFileName).c_str(), 0644), 0);
       test::MountedVault closes_it(cipher, point, pass);
     }
     const NobodyHoldingTheLock nobody(cipher);
@@ -205,6 +206,28 @@ TEST(MountLockTest, OfflineWritersAreRefusedWhileMounted) {
   EXPECT_EQ(r.err, "");
 }
 
+// A program using the library cannot write into a mounted vault: its volume is refused with the
+// words the commands use; and a mount is refused while a program holds the vault.
+TEST(MountLockTest, ALibraryProgramAndAMountKeepEachOtherOut) {
+  SIGILFS_NEEDS_FUSE();
+  const std::string pass = "test passphrase";
+  const ByteSpan bytes(reinterpret_cast<const uint8_t*>(pass.data()), pass.size());
+  test::MountedVault v;
+  auto refused = core::Volume::Open(std::move(core::Vault::Unlock(v.cipher(), bytes)).value(), {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().sys_errno(), EBUSY);
+  EXPECT_EQ("sigilfs: " + refused.status().message() + "\n", Mounted(v.cipher(), v.plain()));
+  v.Unmount();
+
+  auto volume = core::Volume::Open(std::move(core::Vault::Unlock(v.cipher(), bytes)).value(), {});
+  ASSERT_TRUE(volume.ok()) << volume.status().ToString();
+  const ProcessResult r =
+      RunProcess({SIGILFS_BINARY, "mount", v.cipher(), v.plain(), "--passfile", v.passfile()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: the vault " + v.cipher() + " is in use by another sigilfs process\n");
+  EXPECT_TRUE(test::MountsAt(v.plain()).empty());
+}
+
 // export and fsck only read: they warn that the mount may not have written back yet, and work.
 TEST(MountLockTest, OfflineReadersWarnAndGoOn) {
   SIGILFS_NEEDS_FUSE();
@@ -263,14 +286,14 @@ TEST(MountLockTest, UnmountReturnsOnceTheDaemonHasEnded) {
   SIGILFS_NEEDS_FUSE();
   test::MountedVault v;
   for (int i = 0; i < 20; ++i) std::ofstream(v.path("f" + std::to_string(i))) << "contents";
-  const auto holder = fuse::VaultLock::HolderOf(v.cipher());
+  const auto holder = core::VaultLock::HolderOf(v.cipher());
   ASSERT_TRUE(holder.has_value());
   ASSERT_EQ(holder->pid, v.pid());
   ProcessResult r = RunProcess({SIGILFS_BINARY, "unmount", v.plain()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const char state = StateOf(v.pid());
   EXPECT_TRUE(state == 'Z' || state == 0) << "the daemon is still running: " << state;
-  EXPECT_EQ(fuse::VaultLock::HolderOf(v.cipher()), std::nullopt);  // that process has ended
+  EXPECT_EQ(core::VaultLock::HolderOf(v.cipher()), std::nullopt);  // that process has ended
   v.Unmount();
 
   v.Mount();
@@ -307,7 +330,7 @@ TEST(MountLockTest, TheDetachedDaemonHoldsTheLockAndNoProgramItRunsDoes) {
                                 "ls -l /proc/self/fd >" + fds + "; echo pw"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(test::MountsAt(plain).size(), 1u);
-  EXPECT_EQ(test::ReadAll(fds).find(fuse::kLockFileName), std::string::npos) << test::ReadAll(fds);
+  EXPECT_EQ(test::ReadAll(fds).find(core::kLockFileName), std::string::npos) << test::ReadAll(fds);
   r = MountDetached(cipher, other, pass);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, Mounted(cipher, plain));
@@ -350,7 +373,7 @@ TEST(MountLockTest, TheLockFileIsNotListedOrReported) {
   ASSERT_EQ(
       RunProcess({SIGILFS_BINARY, "init", cipher, "--kdf", "test", "--passfile", pass}).exit_code,
       0);
-  const fs::path lock = fs::path(cipher) / fuse::kLockFileName;
+  const fs::path lock = fs::path(cipher) / core::kLockFileName;
   ASSERT_FALSE(fs::exists(lock));
   struct stat before, after;
   ASSERT_EQ(::stat(cipher.c_str(), &before), 0);
@@ -362,11 +385,11 @@ TEST(MountLockTest, TheLockFileIsNotListedOrReported) {
   // The serving daemon's process id and start time, and nothing else.
   EXPECT_EQ(test::ReadAll(lock).rfind(std::to_string(v.pid()) + " ", 0), 0u) << test::ReadAll(lock);
   EXPECT_TRUE(fs::is_empty(v.plain()));
-  std::ofstream(v.path(fuse::kLockFileName)) << "a plaintext file";
+  std::ofstream(v.path(core::kLockFileName)) << "a plaintext file";
   std::vector<std::string> listed;
   for (const auto& e : fs::directory_iterator(v.plain())) listed.push_back(e.path().filename());
-  EXPECT_EQ(listed, std::vector<std::string>{fuse::kLockFileName});
-  EXPECT_EQ(test::ReadAll(v.path(fuse::kLockFileName)), "a plaintext file");
+  EXPECT_EQ(listed, std::vector<std::string>{core::kLockFileName});
+  EXPECT_EQ(test::ReadAll(v.path(core::kLockFileName)), "a plaintext file");
   EXPECT_EQ(test::ReadAll(lock).rfind(std::to_string(v.pid()) + " ", 0), 0u);
   v.Unmount();
   const ProcessResult r =

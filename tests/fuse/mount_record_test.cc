@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "sigilfs/fuse/mountinfo.h"
-#include "sigilfs/fuse/vault_lock.h"
+#include "sigilfs/core/mountinfo.h"
+#include "sigilfs/core/vault_lock.h"
 #include "test_support/as_nobody.h"
 #include "test_support/mount.h"
 #include "test_support/process.h"
@@ -65,7 +65,7 @@ test::ProcessResult Unmount(const std::string& point, int timeout) {
 // The device ("major:minor") of the sigilfs mount on `point`, from the mount table; "" if none.
 std::string DeviceOf(const std::string& point) {
   std::string device;
-  for (const fuse::MountInfoEntry& m : fuse::ReadMountInfo())
+  for (const core::MountInfoEntry& m : core::ReadMountInfo())
     if (m.mount_point == point && m.type == "fuse.sigilfs") device = m.device;
   return device;
 }
@@ -92,7 +92,7 @@ pid_t RecordedPid(const std::string& device) {
 
 // "PID START" of this process, as a daemon writes its record.
 std::string ThisProcess() {
-  const auto self = fuse::VaultLock::ProcessOf(::getpid());
+  const auto self = core::VaultLock::ProcessOf(::getpid());
   return std::to_string(self->pid) + " " + std::to_string(self->start) + "\n";
 }
 
@@ -138,7 +138,7 @@ class Actor {
 
   pid_t pid() const { return pid_; }
   const std::string& report() const { return report_; }
-  bool running() const { return pid_ > 0 && fuse::VaultLock::ProcessOf(pid_).has_value(); }
+  bool running() const { return pid_ > 0 && core::VaultLock::ProcessOf(pid_).has_value(); }
   // Lets the body return, and waits for the process to end.
   void End() {
     // A byte, not the pipe's end: a process forked meanwhile holds a copy of this end too.
@@ -285,7 +285,7 @@ TEST_F(MountRecordTest, AnotherUserCannotJamTheUnmount) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
-  EXPECT_EQ(fuse::VaultLock::ProcessOf(v.pid()), std::nullopt) << "the daemon still runs";
+  EXPECT_EQ(core::VaultLock::ProcessOf(v.pid()), std::nullopt) << "the daemon still runs";
   EXPECT_EQ(DeviceOf(v.plain()), "");
 }
 
@@ -311,7 +311,7 @@ TEST_F(MountRecordTest, AnOldDaemonOfTheSameDeviceNumberIsNotTakenForTheNewOne) 
   const auto r = Unmount(v.plain(), 5);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  EXPECT_EQ(fuse::VaultLock::ProcessOf(v.pid()), std::nullopt) << "the daemon still runs";
+  EXPECT_EQ(core::VaultLock::ProcessOf(v.pid()), std::nullopt) << "the daemon still runs";
   EXPECT_TRUE(old->running());
   EXPECT_FALSE(fs::exists(std::string(kRecords) + "/" + device)) << "the record stayed";
 }
@@ -348,7 +348,7 @@ TEST_F(MountRecordTest, AStaleRecordIsReplaced) {
   EXPECT_EQ(RecordedPid(device), v.pid());
   const auto r = Unmount(v.plain(), 5);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(fuse::VaultLock::ProcessOf(v.pid()), std::nullopt) << "the daemon still runs";
+  EXPECT_EQ(core::VaultLock::ProcessOf(v.pid()), std::nullopt) << "the daemon still runs";
   EXPECT_FALSE(fs::exists(std::string(kRecords) + "/" + device)) << "the record stayed";
 }
 

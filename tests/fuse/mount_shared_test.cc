@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "sigilfs/fuse/vault_lock.h"
+#include "sigilfs/core/vault_lock.h"
 #include "test_support/kernel_caches.h"
 #include "test_support/mount.h"
 #include "test_support/pattern.h"
@@ -168,7 +168,7 @@ TEST(MountSharedTest, UnmountReturnsOnceTheSharedDaemonHasEnded) {
   for (int i = 0; i < 20; ++i) std::ofstream(m[1].path("f" + std::to_string(i))) << "contents";
   auto r = RunProcess({SIGILFS_BINARY, "unmount", m[1].plain()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(fuse::VaultLock::ProcessOf(m[1].pid()), std::nullopt) << "the daemon still runs";
+  EXPECT_EQ(core::VaultLock::ProcessOf(m[1].pid()), std::nullopt) << "the daemon still runs";
   m[1].Unmount();
 
   ASSERT_EQ(::kill(m[2].pid(), SIGSTOP), 0);

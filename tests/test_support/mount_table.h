@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sigilfs/fuse/mountinfo.h"
+#include "sigilfs/core/mountinfo.h"
 
 namespace sigilfs::test {
 
@@ -17,7 +17,7 @@ struct MountEntry {
 // The mounts whose mount point is exactly `path`.
 inline std::vector<MountEntry> MountsAt(const std::string& path) {
   std::vector<MountEntry> found;
-  for (const fuse::MountInfoEntry& m : fuse::ReadMountInfo())
+  for (const core::MountInfoEntry& m : core::ReadMountInfo())
     if (m.mount_point == path) found.push_back({m.type, m.super_options});
   return found;
 }

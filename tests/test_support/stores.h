@@ -52,7 +52,7 @@ inline std::unique_ptr<core::Volume> NewTestVolume(const std::string& dir,
     throw std::runtime_error(s.ToString());
   auto vault = core::Vault::Unlock(dir, bytes("pass"));
   if (!vault.ok()) throw std::runtime_error(vault.status().ToString());
-  auto volume = core::Volume::Open(std::move(vault).value(), options);
+  auto volume = core::Volume::Open(std::move(vault).value(), std::move(options));
   if (!volume.ok()) throw std::runtime_error(volume.status().ToString());
   return std::move(volume).value();
 }

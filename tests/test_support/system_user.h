@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "sigilfs/fuse/mountinfo.h"
+#include "sigilfs/core/mountinfo.h"
 #include "test_support/process.h"
 
 namespace sigilfs::test {
@@ -126,7 +126,7 @@ class SystemUser {
 
   std::vector<std::string> MountPointsUnderHome() const {
     std::vector<std::string> points;
-    for (const fuse::MountInfoEntry& m : fuse::ReadMountInfo()) {
+    for (const core::MountInfoEntry& m : core::ReadMountInfo()) {
       if (m.mount_point == home_ || m.mount_point.rfind(home_ + "/", 0) == 0)
         points.push_back(m.mount_point);
     }

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "sigilfs/core/vault_lock.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/kdf.h"
 #include "sigilfs/fuse/passphrase.h"
-#include "sigilfs/fuse/vault_lock.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::cli {
@@ -55,7 +55,7 @@ int Fail(const Status& status);
 std::string Counted(uint64_t n, std::string_view one, std::string_view many);
 
 // What an offline command does to the cipher directory, and so which lock it takes
-// (docs/design.md, "One mount per vault").
+// (docs/design/mount.md, "One mount per vault").
 enum class VaultAccess {
   kRead,         // fsck, export, verity measure/verify: a shared lock
   kWrite,        // import, verity enable, home undo: the exclusive lock
@@ -68,7 +68,7 @@ enum class VaultAccess {
 // the lock cannot be had at all (a reader never fails for the lock: fsck must read a damaged
 // vault). A lock that cannot be had at all (a read-only cipher directory) is no lock, with a
 // warning for kWrite.
-Result<fuse::VaultLock> LockVault(const std::string& dir, VaultAccess access);
+Result<core::VaultLock> LockVault(const std::string& dir, VaultAccess access);
 
 // Adds --passfile/--extpass (with `prefix`, e.g. "new-") to a subcommand.
 void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const std::string& prefix,
@@ -85,10 +85,10 @@ void AddKdfOptions(CLI::App& cmd, KdfOptions& o, const std::string& default_pres
 Result<crypt::Argon2Params> ResolveKdf(const KdfOptions& o);
 
 // Unlocks the vault in `dir` for an offline command: checks its config first (so a wrong path
-// fails before the prompt), takes its lock into `lock` (LockVault), then asks for the passphrase
-// and opens the cipher directory. `lock` must outlive the use of the volume.
+// fails before the prompt), takes its lock (LockVault), then asks for the passphrase and opens
+// the cipher directory; the volume holds the lock for its life.
 Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
                                                  const fuse::PassphraseSource& source,
-                                                 VaultAccess access, fuse::VaultLock& lock);
+                                                 VaultAccess access);
 
 }  // namespace sigilfs::cli

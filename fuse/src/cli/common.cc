@@ -62,18 +62,18 @@ Result<crypt::Argon2Params> ResolveKdf(const KdfOptions& o) {
   return p;
 }
 
-Result<fuse::VaultLock> LockVault(const std::string& dir, VaultAccess access) {
+Result<core::VaultLock> LockVault(const std::string& dir, VaultAccess access) {
   const bool write = access != VaultAccess::kRead;
   auto lock =
-      fuse::VaultLock::Acquire(dir, access == VaultAccess::kWrite ? fuse::LockMode::kExclusive
-                                    : write                       ? fuse::LockMode::kSharedMount
-                                                                  : fuse::LockMode::kShared);
+      core::VaultLock::Acquire(dir, access == VaultAccess::kWrite ? core::LockMode::kExclusive
+                                    : write                       ? core::LockMode::kSharedMount
+                                                                  : core::LockMode::kShared);
   if (!lock.ok()) {
     if (write) return lock.status();
     if (lock.status().sys_errno() == EBUSY)
       std::fprintf(stderr, "sigilfs: warning: %s: what this reads may be stale\n",
                    lock.status().message().c_str());
-    return fuse::VaultLock();
+    return core::VaultLock();
   }
   if (write && !lock->why_not().empty())
     std::fprintf(stderr,
@@ -85,14 +85,17 @@ Result<fuse::VaultLock> LockVault(const std::string& dir, VaultAccess access) {
 
 Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
                                                  const fuse::PassphraseSource& source,
-                                                 VaultAccess access, fuse::VaultLock& lock) {
+                                                 VaultAccess access) {
   SIGILFS_RETURN_IF_ERROR(core::Vault::LoadConfig(dir).status());
-  SIGILFS_ASSIGN_OR_RETURN(lock, LockVault(dir, access));
+  // Taken before the passphrase is asked for, so that a vault in use is refused at once.
+  SIGILFS_ASSIGN_OR_RETURN(core::VaultLock lock, LockVault(dir, access));
   SIGILFS_ASSIGN_OR_RETURN(crypt::SecureBytes pass,
                            fuse::ReadPassphrase(source, "Passphrase", fuse::PromptMode::kExisting));
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Vault> vault,
                            core::Vault::Unlock(dir, pass.span()));
-  return core::Volume::Open(std::move(vault), core::VolumeOptions{});
+  core::VolumeOptions options;
+  options.lock = std::move(lock);
+  return core::Volume::Open(std::move(vault), std::move(options));
 }
 
 Status CheckMountPoint(const std::string& mountpoint) {

@@ -31,8 +31,7 @@ void PrintProblem(const std::string& path, const Status& s) {
 }
 
 int RunFsck(const FsckOptions& o) {
-  fuse::VaultLock lock;
-  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead, lock);
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead);
   if (!volume.ok()) {
     (void)Fail(volume.status());  // its one line on stderr; the exit status tells it apart
     return kExitUsage;

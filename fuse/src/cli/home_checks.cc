@@ -21,8 +21,8 @@
 
 #include "home.h"
 #include "sigilfs/core/backing_dir.h"
+#include "sigilfs/core/mountinfo.h"
 #include "sigilfs/crypt/secure_bytes.h"
-#include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::cli::home {
 namespace {
@@ -316,8 +316,8 @@ Status RemoveVerified(BackingDir& dir, const std::string& shown, const VerifiedT
 
 std::optional<std::string> FindSigilfsMount(const std::vector<std::string>& vaults,
                                             const std::string& mount_point) {
-  for (const sigilfs::fuse::MountInfoEntry& m : sigilfs::fuse::ReadMountInfo()) {
-    const auto source = sigilfs::fuse::SigilfsVaultOf(m);
+  for (const sigilfs::core::MountInfoEntry& m : sigilfs::core::ReadMountInfo()) {
+    const auto source = sigilfs::core::SigilfsVaultOf(m);
     if (!source) continue;
     if (m.mount_point == mount_point) return m.mount_point;
     for (const std::string& vault : vaults) {

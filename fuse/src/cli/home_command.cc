@@ -220,9 +220,13 @@ class MovedVault {
   std::string vault_;
 };
 
-Result<std::unique_ptr<core::Volume>> Unlock(const std::string& vault, ByteSpan pass) {
+// The volume takes the vault's lock, unless given `lock` (taken already, or held by the caller).
+Result<std::unique_ptr<core::Volume>> Unlock(const std::string& vault, ByteSpan pass,
+                                             std::optional<core::VaultLock> lock = std::nullopt) {
   SIGILFS_ASSIGN_OR_RETURN(std::unique_ptr<core::Vault> v, core::Vault::Unlock(vault, pass));
-  return core::Volume::Open(std::move(v), core::VolumeOptions{});
+  core::VolumeOptions options;
+  options.lock = std::move(lock);
+  return core::Volume::Open(std::move(v), std::move(options));
 }
 
 // Copies the home into the vault (still under its temporary name), then checks the copy by
@@ -451,7 +455,9 @@ int RunUndo(const HomeOptions& o) {
   MovedVault moved(*temp, *vault);
   if (Status s = CheckNotInUse(a, {*vault, *temp}); !s.ok()) return Fail(s);
 
-  auto volume = Unlock(*temp, pass->span());
+  // The lock stays this command's (`lock`, an unheld one for the volume): it is held until the
+  // vault is gone, after the volume is closed.
+  auto volume = Unlock(*temp, pass->span(), core::VaultLock());
   if (!volume.ok()) return Fail(volume.status());
   uint64_t problems = 0;
   // The cipher sizes: a little more than the plaintext, enough for a time left.

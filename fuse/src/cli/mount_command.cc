@@ -24,10 +24,10 @@
 #include "../mount/daemon.h"
 #include "../mount/uring_transport.h"
 #include "commands.h"
+#include "sigilfs/core/mountinfo.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/fuse/mount_record.h"
-#include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::cli {
 namespace {
@@ -101,7 +101,7 @@ Result<std::chrono::seconds> ParseDuration(const std::string& text) {
 // read-only flag (FUSE supports that; writes then fail with EROFS before reaching the daemon).
 // The flags the mount has (nosuid, nodev, ...) are passed again: a remount drops those omitted.
 // Access-time options given (noatime, relatime, strictatime, atime; nodiratime, diratime)
-// replace the mount's; the daemon, which keeps access times, follows them (docs/design.md).
+// replace the mount's; the daemon, which keeps access times, follows them (docs/design/mount.md).
 struct AtimeOptions {
   std::optional<unsigned long> mode;  // MS_NOATIME, MS_RELATIME or MS_STRICTATIME
   std::optional<bool> nodiratime;
@@ -238,7 +238,7 @@ int RunMount(MountArgs a) {
   // where other users come in), or with -o acl; a mount of one user's own files leaves them
   // unchecked, as it leaves the mode bits, and so spares the kernel fetching a directory's
   // attributes again after each new entry, one request per file that `cp -a` creates
-  // (docs/design.md, "POSIX ACLs").
+  // (docs/design/xattrs-and-acls.md, "POSIX ACLs").
   d.acls = acl.value_or(true);
   const auto has = [&](const char* o) {
     return std::find(d.fuse_options.begin(), d.fuse_options.end(), o) != d.fuse_options.end();
@@ -296,8 +296,8 @@ int RunMount(MountArgs a) {
   // Unlock before daemonizing: the passphrase prompt needs the terminal.
   auto config = core::Vault::LoadConfig(a.dir);
   if (!config.ok()) return Fail(config.status());
-  // One mount per vault (docs/design.md): the lock is taken before the passphrase is asked for,
-  // and this process's descriptor, shared by the fork of fuse_daemonize, keeps it until the
+  // One mount per vault (docs/design/mount.md): the lock is taken before the passphrase is asked
+  // for, and this process's descriptor, shared by the fork of fuse_daemonize, keeps it until the
   // serving process ends. A second mount, stacked or elsewhere, stops here.
   // Shared mode: other shared mounts (and no other) may serve the vault at the same time.
   auto lock = LockVault(a.dir, a.shared ? VaultAccess::kSharedMount : VaultAccess::kWrite);
@@ -321,26 +321,27 @@ int RunMount(MountArgs a) {
   if (!vault.ok()) return Fail(vault.status());
   core::VolumeOptions volume_options;
   volume_options.pages.shared = a.shared;
-  auto volume = core::Volume::Open(std::move(vault).value(), volume_options);
+  volume_options.lock = std::move(lock).value();
+  auto volume = core::Volume::Open(std::move(vault).value(), std::move(volume_options));
   if (!volume.ok()) return Fail(volume.status());
   d.shared = a.shared;
   // The serving process names itself in the lock file, for `sigilfs unmount` to wait on. Shared
   // mounts, several to one file, leave it as it is.
-  if (!a.shared) d.on_serving = [&lock] { (void)lock->RecordHolder(); };
+  if (!a.shared) d.on_serving = [v = volume->get()] { (void)v->lock().RecordHolder(); };
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
 // The mount on `mountpoint` (the last one there, which is on top), if any.
-std::optional<fuse::MountInfoEntry> MountOn(const std::string& mountpoint) {
-  const auto [point, resolved] = fuse::MountTableForms(mountpoint);
-  std::optional<fuse::MountInfoEntry> found;
-  for (fuse::MountInfoEntry& m : fuse::ReadMountInfo())
+std::optional<core::MountInfoEntry> MountOn(const std::string& mountpoint) {
+  const auto [point, resolved] = core::MountTableForms(mountpoint);
+  std::optional<core::MountInfoEntry> found;
+  for (core::MountInfoEntry& m : core::ReadMountInfo())
     if (m.mount_point == point || m.mount_point == resolved) found = std::move(m);
   return found;
 }
 
 // The user a FUSE mount is for (its user_id option), or nullopt.
-std::optional<uid_t> MountUser(const fuse::MountInfoEntry& m) {
+std::optional<uid_t> MountUser(const core::MountInfoEntry& m) {
   std::istringstream options(m.super_options);
   for (std::string option; std::getline(options, option, ',');)
     if (option.starts_with("user_id=")) {
@@ -351,8 +352,8 @@ std::optional<uid_t> MountUser(const fuse::MountInfoEntry& m) {
   return std::nullopt;
 }
 
-// The record of the daemon serving the mount on `mountpoint` (docs/design.md, "One mount per
-// vault"), found while it serves; else why there is none.
+// The record of the daemon serving the mount on `mountpoint` (docs/design/mount.md, "The mount
+// record"), found while it serves; else why there is none.
 Result<fuse::RecordedDaemon> RecordOf(const std::string& mountpoint) {
   const auto mount = MountOn(mountpoint);
   if (!mount) return Status(Code::kNotFound, "it is not in the mount table", ENOENT);
@@ -384,7 +385,7 @@ int Fusermount(const std::string& mountpoint) {
 // imported into) and the disk under it unmounted, this waits until the daemon has ended: its
 // lock on the vault free (other shared mounts aside) and its process gone.
 int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
-  const std::optional<std::string> vault = fuse::VaultMountedOn(mountpoint);
+  const std::optional<std::string> vault = core::VaultMountedOn(mountpoint);
   if (!vault) {
     const auto mount = MountOn(mountpoint);
     if (mount && mount->type == "fuse.sigilfs-reverse")
@@ -397,11 +398,11 @@ int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
   // Found before the unmount, while the daemon holds its record: its lock is what is waited on.
   // The lock file names an exclusive mount's daemon too, once it has detached.
   const Result<fuse::RecordedDaemon> record = RecordOf(mountpoint);
-  const std::optional<fuse::VaultLock::Process> holder = fuse::VaultLock::HolderOf(*vault);
+  const std::optional<core::VaultLock::Process> holder = core::VaultLock::HolderOf(*vault);
   // An exclusive mount's daemon holds the vault lock until it ends, so the wait for the lock is a
   // wait for it; shared mounts hold it together, and it cannot tell.
   const bool lock_held = [&] {
-    auto lock = fuse::VaultLock::Acquire(*vault, fuse::LockMode::kShared);
+    auto lock = core::VaultLock::Acquire(*vault, core::LockMode::kShared);
     return !lock.ok() && lock.status().sys_errno() == EBUSY;
   }();
   if (const int rc = Fusermount(mountpoint); rc != 0) return rc;
@@ -415,11 +416,11 @@ int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   for (auto pause = std::chrono::milliseconds(1);;
        pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
-    auto lock = fuse::VaultLock::Acquire(*vault, fuse::LockMode::kShared);
+    auto lock = core::VaultLock::Acquire(*vault, core::LockMode::kShared);
     const bool free = lock.ok() || lock.status().sys_errno() != EBUSY;
     if (free && (!record.ok() || record->Ended()) && (!holder || holder->Ended())) return 0;
     if (std::chrono::steady_clock::now() > deadline) {
-      std::optional<fuse::VaultLock::Process> daemon = holder;
+      std::optional<core::VaultLock::Process> daemon = holder;
       if (auto recorded = record.ok() ? record->Process() : std::nullopt) daemon = recorded;
       const std::string who =
           daemon ? "its daemon (process " + std::to_string(daemon->pid) + ")" : "its daemon";

@@ -99,8 +99,7 @@ int RunVerifyBackup(const VerifyOptions& o) {
     if (!st.ok()) return CannotCheck(st.status().WithContext(o.plain));
     plain_root = *st;
   }
-  fuse::VaultLock lock;
-  auto volume = OpenVolume(o.copy, o.pass, VaultAccess::kRead, lock);
+  auto volume = OpenVolume(o.copy, o.pass, VaultAccess::kRead);
   if (!volume.ok()) return CannotCheck(volume.status());
   auto tree = core::Tree::Open(**volume);
   if (!tree.ok()) return CannotCheck(tree.status().WithContext(o.copy));

@@ -185,8 +185,7 @@ int RunExport(const TransferOptions& o) {
       return Fail(Status(Code::kInvalidArgument, dest + " is inside the vault's cipher directory"));
   }
 
-  fuse::VaultLock lock;
-  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead, lock);
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead);
   if (!volume.ok()) return Fail(volume.status());
   auto tree = OpenTree(**volume);
   if (!tree.ok()) return Fail(tree.status());
@@ -242,8 +241,7 @@ int RunImport(const TransferOptions& o) {
   if (fs::is_directory(status) && Contains(source, o.dir))
     return Fail(Status(Code::kInvalidArgument, source + " contains the vault's cipher directory"));
 
-  fuse::VaultLock lock;
-  auto opened = OpenVolume(o.dir, o.pass, VaultAccess::kWrite, lock);
+  auto opened = OpenVolume(o.dir, o.pass, VaultAccess::kWrite);
   if (!opened.ok()) return Fail(opened.status());
   auto tree = OpenTree(**opened);
   if (!tree.ok()) return Fail(tree.status());

@@ -63,8 +63,7 @@ int RunEnable(const VerityOptions& o) {
   // A bad salt is refused before the passphrase is asked for.
   auto salt = ParseSalt(o.salt);
   if (!salt.ok()) return Fail(salt.status());
-  fuse::VaultLock lock;
-  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kWrite, lock);
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kWrite);
   if (!volume.ok()) return Fail(volume.status());
   auto file = OpenVaultFile(**volume, o.path, /*write=*/true);
   if (!file.ok()) return Fail(file.status());
@@ -80,8 +79,7 @@ int RunEnable(const VerityOptions& o) {
 // measure prints what `fsverity measure` prints; verify first reads and checks every tree block
 // and page, then prints "PATH: OK <digest>".
 int RunMeasureOrVerify(const VerityOptions& o, bool verify) {
-  fuse::VaultLock lock;
-  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead, lock);
+  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead);
   if (!volume.ok()) return Fail(volume.status());
   auto file = OpenVaultFile(**volume, o.path, /*write=*/false);
   if (!file.ok()) return Fail(file.status());

@@ -24,8 +24,8 @@
 #include "filesystem.h"
 #include "log.h"
 #include "lowlevel.h"
+#include "sigilfs/core/mountinfo.h"
 #include "sigilfs/fuse/mount_record.h"
-#include "sigilfs/fuse/mountinfo.h"
 
 namespace sigilfs::fuse {
 namespace {
@@ -147,7 +147,7 @@ struct OwnMount {
 };
 OwnMount FindOwnMount(const std::string& mountpoint) {
   OwnMount found;
-  for (const MountInfoEntry& m : ReadMountInfo())
+  for (const core::MountInfoEntry& m : core::ReadMountInfo())
     if (m.type == "fuse.sigilfs" && m.mount_point == mountpoint) found = {m.device, m.options};
   return found;
 }

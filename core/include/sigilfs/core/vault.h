@@ -49,14 +49,21 @@ class Vault {
                                  const std::string& config_name = kConfigFileName);
 
   const std::string& dir() const { return dir_; }
+  // A reverse view's keys, unlocked from the plain directory's kReverseConfigFileName: its
+  // volume reads the plain tree through the view, and writes nothing there.
+  bool reverse() const { return reverse_; }
   const VaultConfig& config() const { return config_; }
   const VolumeKeys& keys() const { return keys_; }
 
  private:
-  Vault(std::string dir, VaultConfig config, VolumeKeys keys)
-      : dir_(std::move(dir)), config_(std::move(config)), keys_(std::move(keys)) {}
+  Vault(std::string dir, bool reverse, VaultConfig config, VolumeKeys keys)
+      : dir_(std::move(dir)),
+        reverse_(reverse),
+        config_(std::move(config)),
+        keys_(std::move(keys)) {}
 
   std::string dir_;
+  bool reverse_;
   VaultConfig config_;
   VolumeKeys keys_;
 };

@@ -15,12 +15,20 @@
 #include "sigilfs/core/page_layer.h"
 #include "sigilfs/core/reverse_keys.h"
 #include "sigilfs/core/vault.h"
+#include "sigilfs/core/vault_lock.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::core {
 
 struct VolumeOptions {
   PageLayerOptions pages;
+  // The vault lock the volume holds for its life. Unset, Open takes it (but for a reverse view's
+  // vault, whose plain tree gets no lock file): exclusive, or beside other shared mounts with
+  // `pages.shared`; a vault a mount or another program holds is refused
+  // (kPermissionDenied with EBUSY, saying where it is mounted), so a program cannot write into a
+  // mounted vault. A caller that took the lock already (a mount takes it before it detaches, a
+  // reader may go on without one) passes it here.
+  std::optional<VaultLock> lock;
 };
 
 // One entry of a decrypted directory listing.
@@ -42,6 +50,7 @@ class Volume {
   ~Volume();
 
   int root_fd() const { return root_fd_; }  // O_RDONLY | O_DIRECTORY
+  const VaultLock& lock() const { return lock_; }
   PageLayer& pages() { return *pages_; }
   const NameCodec& names() const { return *names_; }
   const Vault& vault() const { return *vault_; }
@@ -84,7 +93,7 @@ class Volume {
   Result<std::string> StoredName(const DirIv& iv, std::string_view plain) const;
   // The name entry `plain` of `dir` has there: StoredName, or, for the plain name a listing
   // gives a synchronizer's conflict copy (NameCodec::ParseConflictCopy), that copy's name where
-  // it exists and nothing holds the name itself (docs/design.md, "Synced folders").
+  // it exists and nothing holds the name itself (docs/design/shared.md, "Synced folders").
   Result<std::string> StoredNameIn(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
   // For a long stored name, writes its side file (before the entry is created); no-op otherwise.
   Status PrepareName(BackingDir& dir, const DirIv& iv, std::string_view plain) const;
@@ -163,6 +172,7 @@ class Volume {
       const std::function<void(const std::string&, const Status&)>& damaged) const;
 
   std::unique_ptr<Vault> vault_;
+  VaultLock lock_;
   int root_fd_;
   std::unique_ptr<BackingDir> root_;  // the same directory (symlink target side files)
   // The backing filesystem journals metadata in order (ext4, XFS) or keeps nothing across a

@@ -1,6 +1,6 @@
 // The mount record: how `sigilfs unmount` finds the daemon serving a mount and waits for it to
-// end, kept where no other user can block, plant or replace it (docs/design.md, "One mount per
-// vault").
+// end, kept where no other user can block, plant or replace it (docs/design/mount.md, "The
+// mount record").
 #pragma once
 
 #include <sys/types.h>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "sigilfs/core/unique_fd.h"
-#include "sigilfs/fuse/vault_lock.h"
+#include "sigilfs/core/vault_lock.h"
 #include "sigilfs/status.h"
 
 namespace sigilfs::fuse {
@@ -67,7 +67,7 @@ class RecordedDaemon {
   bool Ended() const;
 
   // The process the record names, if it still runs.
-  std::optional<VaultLock::Process> Process() const;
+  std::optional<core::VaultLock::Process> Process() const;
 
  private:
   core::UniqueFd fd_;

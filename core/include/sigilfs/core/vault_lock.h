@@ -1,5 +1,5 @@
 // One mount per vault: the lock in the cipher directory that a mount daemon holds for its whole
-// life and that the offline commands take for theirs (docs/design.md, "One mount per vault").
+// life and that the offline commands take for theirs (docs/design/mount.md, "One mount per vault").
 #pragma once
 
 #include <sys/types.h>
@@ -12,7 +12,7 @@
 #include "sigilfs/core/unique_fd.h"
 #include "sigilfs/status.h"
 
-namespace sigilfs::fuse {
+namespace sigilfs::core {
 
 // A file in the cipher root: the flock(2) lock on it is what counts; a mount daemon writes its
 // process id into it, so that `sigilfs unmount` can wait for that process to end. Its name has
@@ -64,7 +64,7 @@ class VaultLock {
   const std::string& why_not() const { return why_not_; }
 
  private:
-  core::UniqueFd fd_;
+  UniqueFd fd_;
   std::string why_not_;
 };
 
@@ -80,4 +80,4 @@ std::optional<std::string> VaultMountedOn(const std::string& mountpoint);
 // by another sigilfs process".
 std::string VaultInUseMessage(const std::string& dir);
 
-}  // namespace sigilfs::fuse
+}  // namespace sigilfs::core

@@ -1,5 +1,5 @@
 // The vault lock: flock(2) on `sigilfs.lock` in the cipher root.
-#include "sigilfs/fuse/vault_lock.h"
+#include "sigilfs/core/vault_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -17,9 +17,9 @@
 #include <system_error>
 #include <utility>
 
-#include "sigilfs/fuse/mountinfo.h"
+#include "sigilfs/core/mountinfo.h"
 
-namespace sigilfs::fuse {
+namespace sigilfs::core {
 namespace {
 
 // The path a mount records as its source: absolute, symlinks resolved where possible.
@@ -95,7 +95,7 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
     }
     return Status::FromErrno(err, "open " + path);
   }
-  lock.fd_ = core::UniqueFd(fd);
+  lock.fd_ = UniqueFd(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + path);
   if (!S_ISREG(st.st_mode)) return Status(Code::kCorrupt, path + " is not a regular file", EINVAL);
@@ -111,7 +111,7 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
   if (err == EWOULDBLOCK) return Status(Code::kPermissionDenied, VaultInUseMessage(dir), EBUSY);
   // ENOLCK (NFS without its lock service), EBADF (NFS: an exclusive lock on a file opened for
   // reading), EINVAL: no lock to be had here.
-  lock.fd_ = core::UniqueFd();
+  lock.fd_ = UniqueFd();
   lock.why_not_ = path + ": " + ErrnoText(err);
   return lock;
 }
@@ -162,7 +162,7 @@ Status VaultLock::RecordHolder() const {
 
 std::optional<VaultLock::Process> VaultLock::HolderOf(const std::string& dir) {
   const std::string path = dir + "/" + kLockFileName;
-  core::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd.get() < 0) return std::nullopt;
   char text[64] = {};
   const ssize_t n = ::pread(fd.get(), text, sizeof(text) - 1, 0);
@@ -204,4 +204,4 @@ std::string VaultInUseMessage(const std::string& dir) {
   return "the vault " + dir + " is mounted on " + where;
 }
 
-}  // namespace sigilfs::fuse
+}  // namespace sigilfs::core

@@ -1,5 +1,5 @@
 // Tests of the one mountinfo parser the mount, the CLI, the vault lock and the PAM module share.
-#include "sigilfs/fuse/mountinfo.h"
+#include "sigilfs/core/mountinfo.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "test_support/temp_dir.h"
 
-namespace sigilfs::fuse {
+namespace sigilfs::core {
 namespace {
 
 TEST(MountInfoTest, ALineWithOptionalFieldsAndEscapedPaths) {
@@ -54,4 +54,4 @@ TEST(MountInfoTest, TheLiveTableHasTheRoot) {
 }
 
 }  // namespace
-}  // namespace sigilfs::fuse
+}  // namespace sigilfs::core

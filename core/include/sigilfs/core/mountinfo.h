@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace sigilfs::fuse {
+namespace sigilfs::core {
 
 // Undoes the kernel's octal escapes (space, tab, newline, backslash) in a mountinfo field.
 inline std::string UnescapeMountField(const std::string& field) {
@@ -98,4 +98,4 @@ inline std::optional<std::string> SigilfsVaultOf(const MountInfoEntry& m) {
   return m.source;
 }
 
-}  // namespace sigilfs::fuse
+}  // namespace sigilfs::core
