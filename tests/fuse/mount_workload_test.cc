@@ -48,7 +48,7 @@ void MakeTree(const fs::path& root) {
   // Backups copy old files: give every entry a distinct past time (nanoseconds included), so
   // each tool has to set it. (When a source was written within the same second, rsync leaves
   // the times of directories, symlinks and FIFOs as they are on a sigilfs mount: see
-  // docs/status.md.)
+  // docs/design/mount.md, the end.)
   int64_t t = 1000000000;
   std::vector<fs::path> all;
   for (const auto& e : fs::recursive_directory_iterator(root)) all.push_back(e.path());
