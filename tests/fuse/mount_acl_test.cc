@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sigilfs/core/names.h"
+#include "test_support/acls.h"
 #include "test_support/as_nobody.h"
 #include "test_support/daemon_stats.h"
 #include "test_support/mount.h"
@@ -84,30 +85,9 @@ bool HasXattr(const std::string& path, const std::string& name) {
   return false;
 }
 
-// An ACL in the kernel's xattr form: version 2, then (tag, perm, id) per entry.
-struct RawEntry {
-  uint16_t tag;
-  uint16_t perm;
-  uint32_t id;
-};
-std::string AclBytes(const std::vector<RawEntry>& entries) {
-  std::string out;
-  auto put = [&](uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-  };
-  put(2, 4);
-  for (const RawEntry& e : entries) {
-    put(e.tag, 2);
-    put(e.perm, 2);
-    put(e.id, 4);
-  }
-  return out;
-}
-constexpr uint32_t kNoId = 0xFFFFFFFF;
 // user::rw- user:ID:r-- group::r-- mask::r-- other::r--
 std::string NamedReadAcl(uint32_t id) {
-  return AclBytes(
-      {{0x01, 6, kNoId}, {0x02, 4, id}, {0x04, 4, kNoId}, {0x10, 4, kNoId}, {0x20, 4, kNoId}});
+  return test::AclXattr({{0x01, 6}, {0x02, 4, id}, {0x04, 4}, {0x10, 4}, {0x20, 4}});
 }
 
 int SetRaw(const std::string& path, const char* name, const std::string& value) {
@@ -407,8 +387,7 @@ TEST_F(MountAclTest, WithoutAclsAModeAsAnAclIsTheModeAndCopiesKeepModesQuietly) 
   const std::string f = vault.path("file");
   std::ofstream(f) << "x";
   // user::r-x group::-w- other::--x
-  EXPECT_EQ(SetRaw(f, kAccess, AclBytes({{0x01, 5, kNoId}, {0x04, 2, kNoId}, {0x20, 1, kNoId}})),
-            0);
+  EXPECT_EQ(SetRaw(f, kAccess, test::AclXattr({{0x01, 5}, {0x04, 2}, {0x20, 1}})), 0);
   EXPECT_EQ(ModeOf(f), 0521u);
   EXPECT_FALSE(HasXattr(f, kAccess));
   EXPECT_EQ(::removexattr(f.c_str(), kAccess), -1);
