@@ -21,8 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include "../daemon/uring_transport.h"
 #include "../mount/daemon.h"
-#include "../mount/uring_transport.h"
 #include "commands.h"
 #include "sigilfs/core/mountinfo.h"
 #include "sigilfs/core/vault.h"

@@ -19,10 +19,10 @@
 #include <system_error>
 #include <thread>
 
+#include "../daemon/device_io.h"
+#include "../daemon/log.h"
 #include "../daemon_common.h"
-#include "device_io.h"
 #include "filesystem.h"
-#include "log.h"
 #include "lowlevel.h"
 #include "sigilfs/core/mountinfo.h"
 #include "sigilfs/fuse/mount_record.h"

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "../daemon/uring_transport.h"
 #include "filesystem.h"
 #include "sigilfs/core/volume.h"
-#include "uring_transport.h"
 
 namespace sigilfs::fuse {
 

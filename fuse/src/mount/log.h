@@ -1,9 +1,4 @@
-// Daemon logging: stderr in the foreground, syslog once daemonized. Never logs plaintext.
+// The daemon's log (daemon/log.h), by the name the mount's older files include it.
 #pragma once
 
-namespace sigilfs::fuse {
-
-void LogToSyslog();
-void Log(const char* format, ...) __attribute__((format(printf, 1, 2)));
-
-}  // namespace sigilfs::fuse
+#include "../daemon/log.h"

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "device_io.h"
+#include "../daemon/device_io.h"
+#include "../daemon/log.h"
+#include "../daemon/request.h"
 #include "filesystem.h"
-#include "log.h"
-#include "request.h"
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/source.h"
 #include "sigilfs/fuse/errno_map.h"

@@ -1,8 +1,7 @@
 // The libfuse low-level operations table over a Filesystem.
 #pragma once
 
-#define FUSE_USE_VERSION 312
-#include <fuse_lowlevel.h>
+#include "../daemon/libfuse.h"
 
 namespace sigilfs::fuse {
 

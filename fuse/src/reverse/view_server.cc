@@ -3,8 +3,6 @@
 // read by the store itself).
 #include "view_server.h"
 
-#define FUSE_USE_VERSION 312
-#include <fuse_lowlevel.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
@@ -19,10 +17,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include "../daemon/libfuse.h"
+#include "../daemon/log.h"
+#include "../daemon/reply_faults.h"
+#include "../daemon/request.h"
 #include "../daemon_common.h"
-#include "../mount/log.h"
-#include "../reply_faults.h"
-#include "../request.h"
 #include "sigilfs/fuse/errno_map.h"
 #include "sigilfs/mutex.h"
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lowlevel.h"
+#include "libfuse.h"
 #include "uring_transport.h"
 
 namespace sigilfs::fuse {

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <string>
 
-#include "../reply_faults.h"
 #include "log.h"
+#include "reply_faults.h"
 #include "uring_abi.h"
 #include "uring_transport.h"
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "mount/log.h"
+#include "log.h"
 
 namespace sigilfs::fuse {
 namespace {

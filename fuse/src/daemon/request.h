@@ -1,7 +1,6 @@
 // Internal: a FUSE request that its reply consumes, for both servers (the mount, the reverse view).
 #pragma once
 
-#include <fuse_lowlevel.h>
 #include <sys/types.h>
 
 #include <cerrno>
@@ -9,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "mount/log.h"
+#include "libfuse.h"
+#include "log.h"
 
 namespace sigilfs::fuse {
 
