@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Writes sigilfs(1) from the program's own help: every command and subcommand with all its
 # options, so the manual cannot drift from the CLI.   make-manpage.sh SIGILFS_BINARY OUT.1
+# With --markdown, the same page in Markdown (docs/reference/sigilfs.md, which
+# make-reference.sh writes): the prose below through roff-to-markdown.awk, each command's help
+# through help-to-markdown.awk.   make-manpage.sh --markdown SIGILFS_BINARY OUT.md
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+markdown=0
+if [[ ${1:-} == --markdown ]]; then
+  markdown=1
+  shift
+fi
 bin=$1
 out=$2
 version=$("$bin" --version | awk '{print $2}')
@@ -14,18 +23,26 @@ subcommands() {
   "$bin" "$@" --help | awk '/^Subcommands:/ {s = 1; next} s && /^  [a-z]/ {print $1} s && /^$/ {s = 0}'
 }
 
-# One section per command, depth first: its help verbatim.
+# One section per command, depth first: its help verbatim (in Markdown: as lists, a command's
+# subcommands a level below it).
 section() {
   local name="sigilfs${*:+ $*}"
-  echo ".SS \"$name\""
-  echo ".nf"
-  "$bin" "$@" --help | escape
-  echo ".fi"
+  if ((markdown)); then
+    echo
+    "$bin" "$@" --help | awk -v name="$name" -v level=$(($# < 2 ? 3 : $# + 2)) \
+      -f "$here/help-to-markdown.awk"
+  else
+    echo ".SS \"$name\""
+    echo ".nf"
+    "$bin" "$@" --help | escape
+    echo ".fi"
+  fi
   local sub
   for sub in $(subcommands "$@"); do section "$@" "$sub"; done
 }
 
-{
+# The page before the commands.
+page_head() {
   echo ".TH SIGILFS 1 \"$(date -u -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}" +%Y-%m-%d)\" \"sigilfs $version\" \"User Commands\""
   echo ".SH NAME"
   echo "sigilfs \\- an encrypted stacked filesystem with encrypted verity"
@@ -46,7 +63,10 @@ section() {
   echo ".PP"
   echo "Every command and its options follow, as \\fBsigilfs\\fR \\fICOMMAND\\fR \\fB--help\\fR prints them."
   echo ".SH COMMANDS"
-  section
+}
+
+# The page after the commands.
+page_foot() {
   echo ".SH EXIT STATUS"
   echo "0 on success; 1 on a failure or, for fsck and export, damage found; 2 on a usage error"
   echo "(and for fsck, a vault that does not unlock)."
@@ -59,4 +79,20 @@ section() {
   echo "\\fICIPHERDIR MOUNTPOINT\\fR fuse.sigilfs passfile=\\fIFILE\\fR[,\\fIOPTIONS\\fR] 0 0"
   echo ".SH SEE ALSO"
   echo "pam_sigilfs(8), fusermount3(1), mount.fuse3(8), fsverity(1)"
-} > "$out"
+}
+
+if ((markdown)); then
+  to_markdown() { awk -v linked="pam_sigilfs(8)=pam_sigilfs.md" -f "$here/roff-to-markdown.awk"; }
+  {
+    page_head | to_markdown
+    section
+    echo
+    page_foot | to_markdown
+  } > "$out"
+else
+  {
+    page_head
+    section
+    page_foot
+  } > "$out"
+fi
