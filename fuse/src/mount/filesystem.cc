@@ -18,7 +18,6 @@
 #include "log.h"
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/names.h"
-#include "sigilfs/crypt/random.h"
 
 namespace sigilfs::fuse {
 
@@ -37,52 +36,23 @@ bool DebugOps() {
   return kOn;
 }
 
-// Name bookkeeping of an inode.
-// Names compare by the parent's backing identity, not the parent object: a directory can be
-// known by two node objects (one displaced but not yet forgotten by the kernel).
-bool SameName(const Inode::Name& n, const Inode& parent, const std::string& stored) {
-  return n.stored == stored && n.parent->key_dev == parent.key_dev &&
-         n.parent->key_ino == parent.key_ino;
-}
-void AddName(Inode& inode, const std::shared_ptr<Inode>& parent, const std::string& stored)
-    SIGILFS_REQUIRES(inode.name_mu) {
-  for (auto it = inode.names.begin(); it != inode.names.end(); ++it) {
-    if (SameName(*it, *parent, stored)) {
-      // Through the node the kernel uses now: the one renames of that directory keep current.
-      it->parent = parent;
-      std::rotate(inode.names.begin(), it, it + 1);  // most recently used first
-      return;
-    }
-  }
-  inode.names.insert(inode.names.begin(), Inode::Name{parent, stored});
-}
-void RemoveName(Inode& inode, const Inode& parent, const std::string& stored)
-    SIGILFS_REQUIRES(inode.name_mu) {
-  std::erase_if(inode.names, [&](const Inode::Name& n) { return SameName(n, parent, stored); });
-}
-
 }  // namespace
-
-Inode::~Inode() {
-  if (removed_target_volume != nullptr) removed_target_volume->ReleaseSymlinkTarget(removed_target);
-}
 
 Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions options)
     : volume_(std::move(volume)),
       root_dir_(core::BorrowPosixBackingDir(volume_->root_fd())),
       keeps_inode_numbers_(root_dir_->KeepsInodeNumbers()),
-      options_(options),
-      root_(std::make_shared<Inode>()) {
-  if (auto st = root_dir_->Stat(""); st.ok()) {
-    root_->key_dev = st->st_dev;
-    root_->key_ino = keeps_inode_numbers_ ? st->st_ino : 1;
-  }
-  root_->type = S_IFDIR;
-  root_->table_.nlookup = 1;  // the kernel holds the root forever
-  // Node ids are addresses, which a later mount reuses: generations starting at random make a
-  // handle from an earlier mount ESTALE (but for a one in 2^32 chance), not another file.
-  crypt::RandomBytes(
-      MutableByteSpan(reinterpret_cast<uint8_t*>(&next_generation_), sizeof next_generation_));
+      options_(options) {
+  struct stat root_st {};
+  if (auto st = root_dir_->Stat(""); st.ok()) root_st = *st;
+  core::NodeTableOptions table;
+  table.keeps_inode_numbers = keeps_inode_numbers_;
+  table.remember = options_.handle_cache;
+  table.generation_of = [this](uint64_t id) { return volume_->names().HandleGeneration(id); };
+  table.make_node = [] { return std::make_shared<Inode>(); };
+  if (DebugOps()) table.debug_log = [](const std::string& line) { Log("%s", line.c_str()); };
+  nodes_ = std::make_unique<core::NodeTable>(root_st, std::move(table));
+  root_ = AsInode(nodes_->root());
   // The namespace's storage rules (attributes, ACLs) are the library's. The root IV is not
   // checked here: a mount starts on a damaged root, and each lookup reports the damage.
   core::TreeOptions tree_options;
@@ -95,34 +65,14 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
 
 Filesystem::~Filesystem() { FlushAll(); }
 
-namespace {
-// Node ids that are a node's address have this bit set (user-space addresses never do), so they
-// never meet the ids made from backing file handles, which never do.
-constexpr uint64_t kAddressId = uint64_t{1} << 63;
-}  // namespace
-
-uint64_t Filesystem::NodeId(const Inode& inode) const {
-  if (&inode == root_.get()) return 1;
-  // An id that persists across mounts where the backing filesystem offers one; otherwise the
-  // node's address, as in libfuse's passthrough examples.
-  return inode.nodeid != 0 ? inode.nodeid : (reinterpret_cast<uint64_t>(&inode) | kAddressId);
-}
-
 std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
-  if (nodeid == 1) return root_;
-  // The kernel only names node ids we gave it and have not forgotten: the table holds them.
-  if ((nodeid & kAddressId) != 0)
-    // NOLINTNEXTLINE(performance-no-int-to-ptr): such node ids are node addresses
-    return reinterpret_cast<Inode*>(nodeid & ~kAddressId)->shared_from_this();
-  ReaderLock lock(ids_mu_);
-  auto it = known_.find(nodeid);
-  return it == known_.end() ? nullptr : it->second->shared_from_this();
+  // The kernel only names node ids it was given and has not forgotten: the table holds them.
+  return AsInode(nodes_->Get(nodeid));
 }
 
 void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
-  if (nodeid == 1) return;
-  std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
-  DropReferences(nodeid, n, &dropped);
+  std::vector<std::shared_ptr<core::Node>> dropped;  // released outside the table's lock
+  nodes_->Forget(nodeid, n, &dropped);
   // A node only this holds closes now: if it kept a removed object, never beside a rmdir on
   // the store (removal_mu_).
   bool closes_removed = std::any_of(dropped.begin(), dropped.end(), [](const auto& node) {
@@ -133,166 +83,18 @@ void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   dropped.clear();
 }
 
-void Filesystem::DropReferences(uint64_t nodeid, uint64_t n,
-                                std::vector<std::shared_ptr<Inode>>* out) {
-  std::vector<std::shared_ptr<Inode>>& dropped = *out;
-  MutexLock lock(table_mu_);
-  // No reference taken here: DropLocked tells by the count whether anything else holds a node.
-  Inode* inode = nullptr;
-  if ((nodeid & kAddressId) != 0) {
-    inode = reinterpret_cast<Inode*>(nodeid & ~kAddressId);  // NOLINT(performance-no-int-to-ptr)
-  } else {
-    // Changes need table_mu_ too, so this stays true while it is held.
-    ReaderLock ids(ids_mu_);
-    if (auto id = known_.find(nodeid); id != known_.end()) inode = id->second;
-  }
-  if (inode == nullptr) return;
-  uint64_t& nlookup = TableOf(*inode).nlookup;
-  nlookup -= std::min(n, nlookup);
-  if (nlookup > 0) return;
-  auto it = table_.find({inode->key_dev, inode->key_ino});
-  if (it != table_.end() && it->second.get() == inode) {
-    bool named;
-    {
-      MutexLock name_lock(inode->name_mu);
-      named = !inode->names.empty();
-    }
-    // A file handle (NFS, open_by_handle_at) may name it later: the kernel then asks for it by
-    // node id, so it stays known, kept current by renames, for a while. An unlinked node could
-    // only be ESTALE.
-    if (named && options_.handle_cache > 0) return RememberLocked(*inode, &dropped);
-    ReleaseLocked(it, &dropped);
-  } else if (auto o = orphans_.find(inode); o != orphans_.end()) {
-    std::shared_ptr<Inode> node = std::move(o->second);
-    orphans_.erase(o);
-    WriterLock ids(ids_mu_);
-    known_.erase(nodeid);
-    DropLocked(std::move(node), &dropped);
-  }
-}
-
-void Filesystem::ReleaseLocked(
-    std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>>::iterator it,
-    std::vector<std::shared_ptr<Inode>>* dropped) {
-  // The kernel forgets a directory once it has no dentry below it, but a file there may live
-  // on through a hard link elsewhere (or a FORGET of a child may still be on its way): such a
-  // node still names this one as its parent and reaches its files through it. Out of the
-  // table, renames of the directory would no longer update it (they find nodes here) while
-  // the next lookup made a second node for it: paths through the first went stale and
-  // OpenInode dropped the child's valid name (link() then failed with ENOENT). So it stays,
-  // kept current, and is this directory's node again when looked up. (Anything else holding
-  // it briefly, a request finishing on another thread, keeps it too: then it stays until it is
-  // looked up again or its last child goes, memory only, bounded by the vault's directories.
-  // The count cannot tell a child from such a holder.)
-  UnrememberLocked(*it->second);  // the list holds plain pointers
-  if (S_ISDIR(it->second->type) && it->second.use_count() > 1) {
-    // A removed directory (no name left) goes whoever holds it: nothing can rename it or look
-    // it up again, and a node still naming it has a stale name. Kept, it would stay for good,
-    // with its descriptor (Inode::removed_fd) and its cipher directory on the backing store,
-    // when the holder was no child but a request still finishing on another thread, whose
-    // reply had already let the kernel forget the node.
-    MutexLock name_lock(it->second->name_mu);
-    if (!it->second->names.empty()) return;
-  }
-  DropNameIdsOfLocked(*it->second);
-  std::shared_ptr<Inode> node = std::move(it->second);
-  table_.erase(it);
-  {
-    WriterLock ids(ids_mu_);
-    known_.erase(NodeId(*node));
-  }
-  DropLocked(std::move(node), dropped);
-}
-
-void Filesystem::RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>* dropped) {
-  {
-    // What the daemon caches of a node (a directory's IV) goes as it did when forgotten nodes
-    // left the table: the next use reads it again. (table_mu_ before mu is the wrong order, so
-    // only if free: a request using the node meanwhile will have read it just now.)
-    if (node.mu.TryLock()) {
-      node.iv.reset();
-      node.mu.Unlock();
-    }
-  }
-  auto& forgotten_at = TableOf(node).forgotten_at;
-  if (!forgotten_at) forgotten_at = forgotten_.insert(forgotten_.end(), &node);
-  while (forgotten_.size() > options_.handle_cache) {
-    Inode* oldest = forgotten_.front();
-    UnrememberLocked(*oldest);
-    auto it = table_.find({oldest->key_dev, oldest->key_ino});
-    if (it != table_.end() && it->second.get() == oldest) ReleaseLocked(it, dropped);
-  }
-}
-
-void Filesystem::UnrememberLocked(Inode& node) {
-  auto& forgotten_at = TableOf(node).forgotten_at;
-  if (!forgotten_at) return;
-  forgotten_.erase(*forgotten_at);
-  forgotten_at.reset();
-}
-
 NodeStats Filesystem::node_stats() const {
-  MutexLock lock(table_mu_);
-  return {table_.size() + orphans_.size(),
-          forgotten_.size(),
+  const core::NodeCounts counts = nodes_->counts();
+  return {counts.nodes,
+          counts.remembered,
           handle_lookups_.load(std::memory_order_relaxed),
           getattrs_.load(std::memory_order_relaxed),
           getxattrs_.load(std::memory_order_relaxed),
           lookups_.load(std::memory_order_relaxed)};
 }
 
-void Filesystem::DropLocked(std::shared_ptr<Inode> node,
-                            std::vector<std::shared_ptr<Inode>>* dropped) {
-  std::vector<std::shared_ptr<Inode>> work{std::move(node)};
-  while (!work.empty()) {
-    std::shared_ptr<Inode> cur = std::move(work.back());
-    work.pop_back();
-    std::vector<Inode::Name> names;
-    if (cur.use_count() == 1) {  // no child goes through it: its names can go now
-      MutexLock name_lock(cur->name_mu);
-      names.swap(cur->names);
-    }
-    dropped->push_back(std::move(cur));
-    for (auto& name : names) {
-      std::shared_ptr<Inode> parent = std::move(name.parent);
-      if (parent == root_) continue;
-      if (const Inode::TableState& t = TableOf(*parent); t.nlookup > 0 || t.forgotten_at) continue;
-      // A forgotten directory kept for its children (see ReleaseLocked) that only the table and
-      // this name held: it goes too.
-      auto it = table_.find({parent->key_dev, parent->key_ino});
-      if (it == table_.end() || it->second != parent || parent.use_count() > 2) continue;
-      DropNameIdsOfLocked(*parent);
-      table_.erase(it);
-      {
-        WriterLock ids(ids_mu_);
-        known_.erase(NodeId(*parent));
-      }
-      work.push_back(std::move(parent));
-    }
-  }
-}
-
-std::string Filesystem::PathLocked(const Inode& inode) const {
-  std::vector<std::string> parts;
-  const Inode* cur = &inode;
-  std::shared_ptr<Inode> hold;
-  while (cur != root_.get()) {
-    MutexLock lock(cur->name_mu);
-    if (cur->names.empty()) break;
-    parts.push_back(cur->names.front().stored);
-    hold = cur->names.front().parent;
-    cur = hold.get();
-  }
-  std::string path;
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (!path.empty()) path += '/';
-    path += *it;
-  }
-  return path.empty() ? "." : path;
-}
-
-Result<Object> Filesystem::OpenInode(const Inode& inode, struct stat* st_out) const {
-  Inode& node = const_cast<Inode&>(inode);
+Result<Object> Filesystem::OpenInode(const core::Node& inode, struct stat* st_out) const {
+  auto& node = const_cast<core::Node&>(inode);
   // A node is reached by path, so a name that went stale (its entry replaced behind our back)
   // would silently resolve to another object: check that what was opened is this node's
   // cipher inode, and drop names that no longer lead to it.
@@ -328,7 +130,7 @@ Result<Object> Filesystem::OpenInode(const Inode& inode, struct stat* st_out) co
   }
 }
 
-Result<DirIv> Filesystem::DirIvOf(Inode& dir, core::BackingDir& backing) {
+Result<DirIv> Filesystem::DirIvOf(core::Node& dir, core::BackingDir& backing) {
   MutexLock lock(dir.mu);
   // In shared mode another mount may have replaced the directory since its IV was read (`rm -rf
   // D; mkdir D`, where the store reuses the inode number, or any replacement on a store that
@@ -355,7 +157,8 @@ Result<DirIv> Filesystem::DirIvOf(Inode& dir, core::BackingDir& backing) {
   return *dir.iv;
 }
 
-Result<std::unique_ptr<core::Tree::Dir>> Filesystem::TreeDirOf(Inode& dir, struct stat* st_out) {
+Result<std::unique_ptr<core::Tree::Dir>> Filesystem::TreeDirOf(core::Node& dir,
+                                                               struct stat* st_out) {
   struct stat st;
   SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(dir, &st));
   if (!S_ISDIR(st.st_mode)) return Errno(ENOTDIR, "lookup");
@@ -386,93 +189,20 @@ uint64_t Filesystem::PersistentId(core::BackingDir& at, const std::string& at_na
 }
 
 Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
-                                                  const std::shared_ptr<Inode>& parent,
+                                                  const std::shared_ptr<core::Node>& parent,
                                                   const std::string& stored, core::BackingDir& at,
                                                   const std::string& at_name) {
-  std::vector<std::shared_ptr<Inode>> dropped;  // released outside the lock
-  MutexLock lock(table_mu_);
-  const std::pair<uint64_t, uint64_t> key = KeyLocked(st, *parent, stored);
-  auto& slot = table_[key];
-  if (slot) {
-    // No descriptor pins a cipher inode, so the backing filesystem may give a deleted entry's
-    // inode number to a new one while the kernel still holds the old node. The slot is the
-    // same object only if it is provably alive and of the same type: open, or reached by this
-    // very name, or its recorded name still leads to this inode. Otherwise the entry gets a
-    // fresh node (the old one is kept until the kernel forgets it).
-    // (Where the store renumbers its objects, the slot is this name's: the same object if of
-    // the same type, as far as anything can tell.)
-    bool alive =
-        slot->type == (st.st_mode & S_IFMT) && (slot->is_open.load() || !keeps_inode_numbers_);
-    if (!alive && slot->type == (st.st_mode & S_IFMT)) {
-      Inode::Name first;
-      {
-        MutexLock name_lock(slot->name_mu);
-        if (!slot->names.empty()) first = slot->names.front();
-      }
-      if (first.parent != nullptr) {
-        if (first.parent->key_dev == parent->key_dev && first.parent->key_ino == parent->key_ino &&
-            first.stored == stored) {
-          alive = true;
-        } else {
-          if (auto dir = OpenInode(*first.parent); dir.ok()) {
-            auto now = (*dir)->Stat(first.stored);
-            alive = now.ok() && now->st_dev == st.st_dev && now->st_ino == st.st_ino;
-          }
-        }
-      }
-    }
-    if (DebugOps()) {
-      size_t names = 0;
-      {
-        MutexLock name_lock(slot->name_mu);
-        names = slot->names.size();
-      }
-      Log("intern ino=%llu %s: node=%p type=%o new_type=%o nlookup=%llu names=%zu verdict=%s",
-          (unsigned long long)st.st_ino, stored.c_str(), static_cast<void*>(slot.get()), slot->type,
-          st.st_mode & S_IFMT, (unsigned long long)TableOf(*slot).nlookup, names,
-          alive ? "same" : "fresh");
-    }
-    UnrememberLocked(*slot);  // known to the kernel again, or displaced
-    if (!alive) {
-      if (TableOf(*slot).nlookup > 0) {
-        orphans_[slot.get()] = slot;  // the kernel may still use its id
-        slot.reset();
-      } else {
-        {
-          WriterLock ids(ids_mu_);
-          known_.erase(NodeId(*slot));
-        }
-        // As when forgotten: a directory kept only for it as a child goes with it.
-        DropLocked(std::exchange(slot, nullptr), &dropped);
-      }
-    }
-  }
-  if (!slot) {
-    slot = std::make_shared<Inode>();
-    slot->key_dev = key.first;
-    slot->key_ino = key.second;
-    slot->type = st.st_mode & S_IFMT;
-    // An id that persists across mounts, unless a node the kernel still holds has it (this
-    // object, displaced above without proof that it is the same): its generation is then a
-    // function of the id under the vault's key, the same in every mount of this vault alone.
-    const uint64_t id = keeps_inode_numbers_ ? PersistentId(at, at_name, st) : 0;
-    WriterLock ids(ids_mu_);
-    if (id != 0 && !known_.contains(id)) {
-      slot->nodeid = id;
-      slot->generation = volume_->names().HandleGeneration(id);
-    } else {
-      slot->generation = next_generation_++;
-      if (slot->generation == 0) slot->generation = next_generation_++;  // the root's
-    }
-    known_.emplace(NodeId(*slot), slot.get());
-  }
-  {
-    // Found under this name (perhaps one more hard link): remember it.
-    MutexLock name_lock(slot->name_mu);
-    AddName(*slot, parent, stored);
-  }
-  ++TableOf(*slot).nlookup;
-  return slot;
+  // A table hit found under another name is this object if that name still leads to it.
+  auto still_there = [this](const core::Node::Name& first, const struct stat& now_st) {
+    tree_mu_.AssertHeld();  // the caller's, shared
+    auto dir = OpenInode(*first.parent);
+    if (!dir.ok()) return false;
+    auto now = (*dir)->Stat(first.stored);
+    return now.ok() && now->st_dev == now_st.st_dev && now->st_ino == now_st.st_ino;
+  };
+  // An id that persists across mounts, where the store's file handles give one.
+  auto persistent = [&] { return keeps_inode_numbers_ ? PersistentId(at, at_name, st) : 0; };
+  return AsInode(nodes_->Intern(st, parent, stored, still_there, persistent));
 }
 
 Result<struct stat> Filesystem::Translate(struct stat st, core::BackingDir& dir,
@@ -502,7 +232,7 @@ Result<struct stat> Filesystem::Translate(struct stat st, core::BackingDir& dir,
   return st;
 }
 
-Result<Entry> Filesystem::EntryAt(const std::shared_ptr<Inode>& parent, core::BackingDir& dir,
+Result<Entry> Filesystem::EntryAt(const std::shared_ptr<core::Node>& parent, core::BackingDir& dir,
                                   const std::string& stored) {
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.Stat(stored));
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored, dir, stored));
@@ -535,22 +265,12 @@ Status Stale(const char* why) { return Status(Code::kIoError, why, ESTALE); }
 Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
   handle_lookups_.fetch_add(1, std::memory_order_relaxed);
   ReaderLock tree(tree_mu_);
-  std::shared_ptr<Inode> node = root_;
-  if (nodeid != 1) {
-    MutexLock lock(table_mu_);
-    Inode* known = nullptr;
-    {
-      ReaderLock ids(ids_mu_);
-      if (auto it = known_.find(nodeid); it != known_.end()) known = it->second;
-    }
-    if (known == nullptr) {
-      if ((nodeid & kAddressId) != 0) return Stale("file handle of a node no longer known");
-      node = nullptr;
-    } else {
-      node = known->shared_from_this();  // in table_ or orphans_: alive under table_mu_
-    }
+  std::shared_ptr<core::Node> node = nodes_->Known(nodeid);
+  if (!node) {
+    // Only ids made from the store's file handles can name an object no node holds.
+    if ((nodeid & (uint64_t{1} << 63)) != 0) return Stale("file handle of a node no longer known");
+    return ResolvePersistentId(nodeid);
   }
-  if (!node) return ResolvePersistentId(nodeid);
   return EntryOf(node);
 }
 
@@ -643,7 +363,7 @@ Result<Entry> Filesystem::WalkToPersistentId(const std::vector<std::string>& par
     for (const Entry& e : chain) Forget(NodeId(*e.inode), 1);
     return Stale(why);
   };
-  std::shared_ptr<Inode> parent = root_;
+  std::shared_ptr<core::Node> parent = root_;
   Object dir = root_dir_;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& stored = parts[i];
@@ -674,7 +394,7 @@ Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
   if (&dir == root_.get()) return EntryOf(root_);
   // Drops names that no longer lead to it, so the first one is its parent.
   SIGILFS_RETURN_IF_ERROR(OpenInode(dir).status());
-  std::shared_ptr<Inode> parent;
+  std::shared_ptr<core::Node> parent;
   {
     MutexLock lock(dir.name_mu);
     if (dir.names.empty()) return Stale("the directory was removed");
@@ -683,7 +403,7 @@ Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
   return EntryOf(parent);
 }
 
-Result<Entry> Filesystem::EntryOf(const std::shared_ptr<Inode>& node) {
+Result<Entry> Filesystem::EntryOf(const std::shared_ptr<core::Node>& node) {
   if (node == root_) {
     SIGILFS_ASSIGN_OR_RETURN(struct stat st, root_dir_->Stat(""));
     return Entry{root_, st};  // the kernel counts no lookups of the root
@@ -691,7 +411,7 @@ Result<Entry> Filesystem::EntryOf(const std::shared_ptr<Inode>& node) {
   // OpenInode drops the names that no longer lead to the node; the first left leads to it.
   if (auto object = OpenInode(*node); !object.ok())
     return object.status().code() == Code::kNotFound ? Stale("unlinked") : object.status();
-  Inode::Name first;
+  core::Node::Name first;
   {
     MutexLock lock(node->name_mu);
     if (node->names.empty()) return Stale("unlinked");
@@ -853,7 +573,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
     }
   }
   if (!failed.ok()) {
-    Forget(NodeId(*inode), 1);  // after inode->mu: Forget takes table_mu_ and may try mu
+    Forget(NodeId(*inode), 1);  // after inode->mu: Forget takes the table's lock and may try mu
     return failed;
   }
   // The node now holds a lookup and an open for the kernel: a failure gives both back.
@@ -1001,13 +721,13 @@ Status Filesystem::DoFlush(Inode& inode, bool* gave_up) {
 
 std::vector<Filesystem::KernelName> Filesystem::NamesOf(Inode& inode) {
   ReaderLock tree(tree_mu_);
-  std::vector<Inode::Name> names;
+  std::vector<core::Node::Name> names;
   {
     MutexLock lock(inode.name_mu);
     names = inode.names;
   }
   std::vector<KernelName> out;
-  for (const Inode::Name& n : names) {
+  for (const core::Node::Name& n : names) {
     auto dir = OpenInode(*n.parent);
     if (!dir.ok()) continue;
     auto iv = DirIvOf(*n.parent, **dir);
@@ -1332,7 +1052,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
       if (open) SIGILFS_RETURN_IF_ERROR(open->Flush());
       if (S_ISLNK(inode.type)) {
         // A symlink's own times: through its directory, without following it.
-        Inode::Name where;
+        core::Node::Name where;
         {
           MutexLock lock(inode.name_mu);
           if (inode.names.empty()) return Status::FromErrno(ENOENT, "utimens");
@@ -1415,7 +1135,7 @@ Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::str
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(new_parent, new_name));
   // The object by its first name that still leads to it (OpenInode drops the others).
   SIGILFS_RETURN_IF_ERROR(OpenInode(inode).status());
-  Inode::Name from;
+  core::Node::Name from;
   {
     MutexLock lock(inode.name_mu);
     if (inode.names.empty()) return Errno(ENOENT, "link of a removed file");
@@ -1427,12 +1147,12 @@ Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::str
   return EntryAt(new_parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
-core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<Inode>* node, const Inode& parent,
-                                              const std::string& stored) {
+core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<core::Node>* node,
+                                              const core::Node& parent, const std::string& stored) {
   core::Tree::Removed removed;
   removed.keep = [this, node, &parent, stored](const struct stat& st) {
     tree_mu_.AssertHeld();  // the caller's, for the whole removal
-    *node = FindLocked(st, parent, stored);
+    *node = nodes_->Find(st, parent, stored);
     if (!*node || (*node)->removed) return false;
     // Another link (a hard link never looked up here) keeps the object, and an unlinked file
     // the kernel still caches may stay cached long: only an object this removal deletes is
@@ -1442,13 +1162,12 @@ core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<Inode>* node, cons
       MutexLock lock((*node)->name_mu);
       if ((*node)->names.size() > 1) return false;  // still reached through another name
     }
-    MutexLock lock(table_mu_);
-    return TableOf(**node).nlookup > 0;  // forgotten by the kernel: nothing can ask
+    return nodes_->Lookups(**node) > 0;  // forgotten by the kernel: nothing can ask
   };
   return removed;
 }
 
-void Filesystem::KeepRemoved(Inode& node, Object object, const std::string& target) {
+void Filesystem::KeepRemoved(core::Node& node, Object object, const std::string& target) {
   if (object && node.names.empty() && !node.removed) {
     node.removed = std::move(object);
     node.keeps_removed.store(true, std::memory_order_release);
@@ -1461,66 +1180,14 @@ void Filesystem::KeepRemoved(Inode& node, Object object, const std::string& targ
   if (!target.empty()) volume_->ReleaseSymlinkTarget(target);
 }
 
-std::shared_ptr<Inode> Filesystem::FindLocked(const struct stat& st, const Inode& parent,
-                                              const std::string& stored) {
-  MutexLock lock(table_mu_);
-  uint64_t number = st.st_ino;
-  if (!keeps_inode_numbers_) {
-    auto id = name_ids_.find({parent.key_ino, stored});
-    if (id == name_ids_.end()) return nullptr;
-    number = id->second;
-  }
-  auto it = table_.find({st.st_dev, number});
-  return it == table_.end() ? nullptr : it->second;
-}
-
-std::pair<uint64_t, uint64_t> Filesystem::KeyLocked(const struct stat& st, const Inode& parent,
-                                                    const std::string& stored) {
-  if (keeps_inode_numbers_) return {st.st_dev, st.st_ino};
-  auto [id, made] = name_ids_.try_emplace({parent.key_ino, stored}, 0);
-  if (made) id->second = next_name_id_++;
-  return {st.st_dev, id->second};
-}
-
-void Filesystem::RenameNameIdLocked(const Inode& from_dir, const std::string& from,
-                                    const Inode& to_dir, const std::string& to, bool exchange) {
-  if (keeps_inode_numbers_) return;
-  auto source = name_ids_.extract({from_dir.key_ino, from});
-  auto target = name_ids_.extract({to_dir.key_ino, to});
-  if (!source.empty()) {
-    source.key() = {to_dir.key_ino, to};
-    name_ids_.insert(std::move(source));
-  }
-  if (exchange && !target.empty()) {
-    target.key() = {from_dir.key_ino, from};
-    name_ids_.insert(std::move(target));
-  }
-}
-
-void Filesystem::DropNameIdLocked(const Inode& dir, const std::string& stored) {
-  if (!keeps_inode_numbers_) name_ids_.erase({dir.key_ino, stored});
-}
-
-void Filesystem::DropNameIdsOfLocked(const Inode& node) {
-  if (keeps_inode_numbers_) return;
-  MutexLock lock(node.name_mu);
-  for (const Inode::Name& n : node.names) {
-    auto id = name_ids_.find({n.parent->key_ino, n.stored});
-    if (id != name_ids_.end() && id->second == node.key_ino) name_ids_.erase(id);
-  }
-}
-
 Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "unlink");
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  std::shared_ptr<Inode> inode;
+  std::shared_ptr<core::Node> inode;
   core::Tree::Removed removed = KeepOnRemoval(&inode, parent, at.stored());
   SIGILFS_RETURN_IF_ERROR(tree_->Unlink(*at.dir, at.name, &removed));
-  {
-    MutexLock lock(table_mu_);
-    DropNameIdLocked(parent, at.stored());
-  }
+  nodes_->DropName(parent, at.stored());
   if (DebugOps())
     Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir_st.st_ino,
         at.stored().c_str(), (unsigned long long)removed.st.st_ino,
@@ -1540,16 +1207,13 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   if (options_.read_only) return Status::FromErrno(EROFS, "rmdir");
   WriterLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  std::shared_ptr<Inode> inode;
+  std::shared_ptr<core::Node> inode;
   core::Tree::Removed removed = KeepOnRemoval(&inode, parent, at.stored());
   {
     WriterLock no_closes(removal_mu_);
     SIGILFS_RETURN_IF_ERROR(tree_->RemoveDir(*at.dir, at.name, &removed));
   }
-  {
-    MutexLock lock(table_mu_);
-    DropNameIdLocked(parent, at.stored());
-  }
+  nodes_->DropName(parent, at.stored());
   if (inode) {
     MutexLock lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored());
@@ -1569,7 +1233,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   unsigned how = 0;
   if ((flags & RENAME_NOREPLACE) != 0) how |= core::BackingDir::kNoReplace;
   if ((flags & RENAME_EXCHANGE) != 0) how |= core::BackingDir::kExchange;
-  std::shared_ptr<Inode> replaced;
+  std::shared_ptr<core::Node> replaced;
   core::Tree::Renamed renamed;
   if ((flags & RENAME_EXCHANGE) == 0)
     renamed.replaced = KeepOnRemoval(&replaced, new_parent, to.stored());
@@ -1589,8 +1253,8 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
         (unsigned long long)renamed.moved.st_ino, (unsigned long long)to.dir_st.st_ino,
         new_stored.c_str(), target_existed ? 1 : 0);
   // Renames one of an inode's names (or adds it, if the inode was not known by the old one).
-  auto move_to = [](const std::shared_ptr<Inode>& inode, Inode& from_dir, const std::string& from,
-                    Inode& to_dir, const std::string& to) {
+  auto move_to = [](const std::shared_ptr<core::Node>& inode, core::Node& from_dir,
+                    const std::string& from, core::Node& to_dir, const std::string& to) {
     if (!inode) return;
     MutexLock lock(inode->name_mu);
     RemoveName(*inode, from_dir, from);
@@ -1598,12 +1262,9 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   };
   if ((flags & RENAME_EXCHANGE) != 0) {
     // Side files of long names belong to the names, which stay where they are.
-    auto a = FindLocked(renamed.moved, parent, old_stored);
-    auto b = FindLocked(renamed.replaced.st, new_parent, new_stored);
-    {
-      MutexLock lock(table_mu_);
-      RenameNameIdLocked(parent, old_stored, new_parent, new_stored, /*exchange=*/true);
-    }
+    auto a = nodes_->Find(renamed.moved, parent, old_stored);
+    auto b = nodes_->Find(renamed.replaced.st, new_parent, new_stored);
+    nodes_->MoveName(parent, old_stored, new_parent, new_stored, /*exchange=*/true);
     move_to(a, parent, old_stored, new_parent, new_stored);
     move_to(b, new_parent, new_stored, parent, old_stored);
     return Status::Ok();
@@ -1615,11 +1276,8 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   } else if (!renamed.replaced.target.empty()) {
     volume_->ReleaseSymlinkTarget(renamed.replaced.target);
   }
-  std::shared_ptr<Inode> moved = FindLocked(renamed.moved, parent, old_stored);
-  {
-    MutexLock lock(table_mu_);
-    RenameNameIdLocked(parent, old_stored, new_parent, new_stored, /*exchange=*/false);
-  }
+  std::shared_ptr<core::Node> moved = nodes_->Find(renamed.moved, parent, old_stored);
+  nodes_->MoveName(parent, old_stored, new_parent, new_stored, /*exchange=*/false);
   move_to(moved, parent, old_stored, new_parent, new_stored);
   return Status::Ok();
 }
@@ -1685,12 +1343,8 @@ bool Filesystem::NoAtime(bool directory) {
 }
 
 void Filesystem::FlushAll() {
-  std::vector<std::shared_ptr<Inode>> inodes;
-  {
-    MutexLock lock(table_mu_);
-    for (auto& [key, inode] : table_) inodes.push_back(inode);
-  }
-  for (auto& inode : inodes) {
+  for (const std::shared_ptr<core::Node>& node : nodes_->Nodes()) {
+    Inode* inode = static_cast<Inode*>(node.get());
     std::shared_ptr<core::FileContents> c;
     {
       MutexLock lock(inode->mu);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sigilfs/core/node_table.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/core/verity.h"
 #include "sigilfs/core/volume.h"
@@ -28,49 +29,9 @@ namespace sigilfs::fuse {
 // A handle on a backing object (core::BackingDir::OpenObject), shared by the calls using it.
 using Object = std::shared_ptr<core::BackingDir>;
 
-// What the kernel knows as one node id. No handle is held per inode (home directories hold
-// millions of files and the descriptor limit is far lower): an inode remembers its parent and
-// stored name, and paths are resolved from the cipher root per operation. Open files hold
-// their backing file inside their FileContents.
-struct Inode : std::enable_shared_from_this<Inode> {
-  uint64_t key_dev = 0, key_ino = 0;  // the backing object's identity
-  mode_t type = 0;                    // S_IFMT bits
-  // Where it is: every (directory, stored name) it is known by — several for hard links.
-  // Changed by rename/unlink (under Filesystem::tree_mu_ exclusive) and by lookups (shared);
-  // read and written under name_mu. Empty once unlinked.
-  struct Name {
-    std::shared_ptr<Inode> parent;
-    std::string stored;
-  };
-  mutable Mutex name_mu;
-  std::vector<Name> names SIGILFS_GUARDED_BY(name_mu);  // the first is used to reach it
-  // With the node id, what a file handle names: a node id whose node is gone may be reused by a
-  // new node, which gets a new generation, so an old handle is ESTALE, never another file.
-  uint32_t generation = 0;  // 0 for the root, as the kernel requires
-  // The node id, where it is made from the backing object's own file handle (and so the same
-  // in every mount: Filesystem::PersistentId); 0: the node's address is its id.
-  uint64_t nodeid = 0;
-  // A node the kernel holds whose last name this mount removed (unlink, rmdir, rename over it):
-  // a handle on the cipher object, opened just before the removal, through which it is still
-  // reached as on ext4 (fstat of an open or O_PATH descriptor, fchmod, a reopen through
-  // /proc/self/fd). Only the kernel's references keep such a node, so these are as many as
-  // removed objects still open somewhere. Set under Filesystem::tree_mu_ exclusive, read under
-  // it shared; closed with the node.
-  Object removed;
-  // Whether `removed` was set: read by Forget, which holds no lock that ordered the setting.
-  std::atomic<bool> keeps_removed{false};
-  // Such a node of a symlink whose target is held in a side file (core::Volume): the file is
-  // removed with the node, so that the link still reads until then.
-  std::string removed_target;
-  const core::Volume* removed_target_volume = nullptr;
-
-  Inode() = default;
-  Inode(const Inode&) = delete;
-  Inode& operator=(const Inode&) = delete;
-  ~Inode();
-
-  Mutex mu;
-  std::optional<core::DirIv> iv SIGILFS_GUARDED_BY(mu);  // directories: cached name IV
+// A node of the mount (core::NodeTable holds them): what the namespace keeps of it, and, while
+// it is open, its file: open files hold their cipher file inside their FileContents.
+struct Inode : core::Node {
   // Regular files while open.
   std::shared_ptr<core::FileContents> contents SIGILFS_GUARDED_BY(mu);
   Object object SIGILFS_GUARDED_BY(mu);  // while open: the cipher file, for its attributes
@@ -79,23 +40,6 @@ struct Inode : std::enable_shared_from_this<Inode> {
   int writers SIGILFS_GUARDED_BY(mu) = 0;
   // Logged once, not on every retry of the same bad page.
   std::string last_read_error SIGILFS_GUARDED_BY(mu);
-  // Set while `contents` is: an open file keeps its cipher inode (and number) alive. Atomic so
-  // the inode table can read it without taking `mu` (table_mu_ comes after mu).
-  std::atomic<bool> is_open{false};
-  // What the node table keeps of the node, under the table's lock, which is the Filesystem's:
-  // reached only through Filesystem::TableOf, which requires that lock.
-  struct TableState {
-    // Lookups the kernel holds. At 0 a node stays in the table while it is remembered for file
-    // handles, and a directory while nodes name it as their parent (see Filesystem::Forget).
-    uint64_t nlookup = 0;
-    // Forgotten by the kernel and remembered for file handles: its place in
-    // Filesystem::forgotten_.
-    std::optional<std::list<Inode*>::iterator> forgotten_at;
-  };
-
- private:
-  friend class Filesystem;
-  TableState table_;
 };
 
 struct Entry {
@@ -162,7 +106,7 @@ struct NodeStats {
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
-// Lock order: tree_mu_ (names and parents) before Inode::mu before table_mu_.
+// Lock order: tree_mu_ (names and parents) before Inode::mu before the node table's lock.
 class Filesystem {
  public:
   Filesystem(std::unique_ptr<core::Volume> volume, MountOptions options);
@@ -170,7 +114,7 @@ class Filesystem {
 
   std::shared_ptr<Inode> root() const { return root_; }
   std::shared_ptr<Inode> Get(uint64_t nodeid) const;
-  uint64_t NodeId(const Inode& inode) const;
+  uint64_t NodeId(const core::Node& inode) const { return nodes_->IdOf(inode); }
   void Forget(uint64_t nodeid, uint64_t n);
   NodeStats node_stats() const;
 
@@ -307,35 +251,38 @@ class Filesystem {
     const std::string& stored() const { return name.stored(); }
   };
   // A node's directory as the library's: its handle and IV (`st`, if given, its attributes).
-  Result<std::unique_ptr<core::Tree::Dir>> TreeDirOf(Inode& dir, struct stat* st = nullptr)
+  Result<std::unique_ptr<core::Tree::Dir>> TreeDirOf(core::Node& dir, struct stat* st = nullptr)
       SIGILFS_REQUIRES_SHARED(tree_mu_);
   Result<Place> Resolve(Inode& dir, const std::string& name) SIGILFS_REQUIRES_SHARED(tree_mu_);
 
-  std::string PathLocked(const Inode& inode) const SIGILFS_REQUIRES_SHARED(tree_mu_);
+  std::string PathLocked(const core::Node& inode) const SIGILFS_REQUIRES_SHARED(tree_mu_) {
+    return nodes_->PathOf(inode);
+  }
   // Whether the mount's options say noatime for a file or a `directory`: the daemon's opens then
   // keep the cipher object's access time (O_NOATIME, where the daemon may use it).
   bool NoAtime(bool directory);
   // A handle on the node's backing object; `st`, if given, gets its attributes. A node whose
   // names are all gone is reached through its removed handle, if it has one.
-  Result<Object> OpenInode(const Inode& inode, struct stat* st = nullptr) const
+  Result<Object> OpenInode(const core::Node& inode, struct stat* st = nullptr) const
       SIGILFS_REQUIRES_SHARED(tree_mu_);
   // What a removal asks before an entry (`st`) goes: the entry's node, if known (`*node`), and
   // whether to keep a handle on its object (core::Tree::Removed): where the kernel holds the
   // node, no other name of it is known here and the object has no other link, so that the
-  // node stays reachable once removed (Inode::removed).
+  // node stays reachable once removed (core::Node::removed).
   // The entry is `stored` in `parent`.
-  core::Tree::Removed KeepOnRemoval(std::shared_ptr<Inode>* node, const Inode& parent,
+  core::Tree::Removed KeepOnRemoval(std::shared_ptr<core::Node>* node, const core::Node& parent,
                                     const std::string& stored) SIGILFS_REQUIRES(tree_mu_);
   // After the removal: `node`, left without names, keeps `object`, and with it the side file of
   // a symlink's `target` (Volume::TargetToRelease; released now otherwise).
-  void KeepRemoved(Inode& node, Object object, const std::string& target = {})
+  void KeepRemoved(core::Node& node, Object object, const std::string& target = {})
       SIGILFS_REQUIRES(tree_mu_, node.name_mu);
-  Result<core::DirIv> DirIvOf(Inode& dir, core::BackingDir& backing)
+  Result<core::DirIv> DirIvOf(core::Node& dir, core::BackingDir& backing)
       SIGILFS_REQUIRES_SHARED(tree_mu_);
   // The node for backing object `st`, found as `stored` in `parent` (one lookup reference
   // taken); a new node's id comes from the object's own file handle, asked of `at` and
   // `at_name` (an empty name: `at` is the object).
-  Result<std::shared_ptr<Inode>> Intern(const struct stat& st, const std::shared_ptr<Inode>& parent,
+  Result<std::shared_ptr<Inode>> Intern(const struct stat& st,
+                                        const std::shared_ptr<core::Node>& parent,
                                         const std::string& stored, core::BackingDir& at,
                                         const std::string& at_name)
       SIGILFS_REQUIRES_SHARED(tree_mu_);
@@ -359,11 +306,11 @@ class Filesystem {
   // the object `st` with node id `nodeid`, else ESTALE.
   Result<Entry> WalkToPersistentId(const std::vector<std::string>& parts, const struct stat& st,
                                    uint64_t nodeid) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  Result<Entry> EntryAt(const std::shared_ptr<Inode>& parent, core::BackingDir& dir,
+  Result<Entry> EntryAt(const std::shared_ptr<core::Node>& parent, core::BackingDir& dir,
                         const std::string& stored) SIGILFS_REQUIRES_SHARED(tree_mu_);
   // A known node's entry, reached through its first name that still leads to it (ESTALE if
   // none does).
-  Result<Entry> EntryOf(const std::shared_ptr<Inode>& node) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  Result<Entry> EntryOf(const std::shared_ptr<core::Node>& node) SIGILFS_REQUIRES_SHARED(tree_mu_);
   Result<struct stat> Translate(struct stat st, core::BackingDir& dir, const std::string& stored,
                                 const Inode* inode);
   // A new entry (`object`) in the directory of `at` given to its maker (MountOptions::set_owner).
@@ -394,42 +341,14 @@ class Filesystem {
   Result<std::vector<uint8_t>> ReadXattr(core::BackingDir& object, const std::string& name);
   Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                 const Caller& caller);
-  // The lock order is tree_mu_, table_mu_ or an inode's mu, name_mu.
+  // The lock order is tree_mu_, an inode's mu, the node table's lock, name_mu.
   Result<std::shared_ptr<core::FileContents>> ContentsFor(Inode& inode)
       SIGILFS_REQUIRES_SHARED(tree_mu_) SIGILFS_REQUIRES(inode.mu);
   void CloseContentsLocked(Inode& inode) SIGILFS_REQUIRES(inode.mu);
-  // The node of the object `st`, found as `stored` in `parent`, if the table has one.
-  std::shared_ptr<Inode> FindLocked(const struct stat& st, const Inode& parent,
-                                    const std::string& stored) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // The table key of object `st` found as `stored` in `parent`: its device and inode number,
-  // or, where the store renumbers objects, the number given to the name (a new one if none is).
-  std::pair<uint64_t, uint64_t> KeyLocked(const struct stat& st, const Inode& parent,
-                                          const std::string& stored) SIGILFS_REQUIRES(table_mu_);
-  // Stores that renumber objects: the name's number follows a rename (both ways for an
-  // exchange; a replaced target's goes), and goes with a removed name or a node leaving the
-  // table.
-  void RenameNameIdLocked(const Inode& from_dir, const std::string& from, const Inode& to_dir,
-                          const std::string& to, bool exchange) SIGILFS_REQUIRES(table_mu_);
-  void DropNameIdLocked(const Inode& dir, const std::string& stored) SIGILFS_REQUIRES(table_mu_);
-  void DropNameIdsOfLocked(const Inode& node) SIGILFS_REQUIRES(table_mu_);
-  // `node` left the table or orphans_ for good: unless still held, its names go, and so do the
-  // forgotten directories only they kept in the table. Nodes to release after table_mu_ go to
-  // `dropped`.
-  void DropLocked(std::shared_ptr<Inode> node, std::vector<std::shared_ptr<Inode>>* dropped)
-      SIGILFS_REQUIRES(table_mu_);
-  // Forget's work under table_mu_: the kernel drops `n` references to `nodeid`; nodes that
-  // leave the table go to `dropped`, to be released after the lock.
-  void DropReferences(uint64_t nodeid, uint64_t n, std::vector<std::shared_ptr<Inode>>* dropped)
-      SIGILFS_EXCLUDES(table_mu_);
-  // The kernel forgot `it`'s node: it leaves the table unless it is a directory other nodes
-  // still name as their parent.
-  void ReleaseLocked(std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>>::iterator it,
-                     std::vector<std::shared_ptr<Inode>>* dropped) SIGILFS_REQUIRES(table_mu_);
-  // Remembers a node the kernel forgot, releasing the oldest beyond handle_cache.
-  void RememberLocked(Inode& node, std::vector<std::shared_ptr<Inode>>* dropped)
-      SIGILFS_REQUIRES(table_mu_);
-  void UnrememberLocked(Inode& node) SIGILFS_REQUIRES(table_mu_);
-  Inode::TableState& TableOf(Inode& node) SIGILFS_REQUIRES(table_mu_) { return node.table_; }
+  // The mount's node of `node` (every node of its table is one).
+  static std::shared_ptr<Inode> AsInode(std::shared_ptr<core::Node> node) {
+    return std::static_pointer_cast<Inode>(std::move(node));
+  }
 
   std::unique_ptr<core::Volume> volume_;
   Object root_dir_;  // volume_'s cipher directory
@@ -437,17 +356,19 @@ class Filesystem {
   // (core::BackingDir::KeepsInodeNumbers). sshfs does not: it numbers an object afresh when the
   // kernel looks it up again after dropping it, while the kernel may still hold this mount's
   // node of it. There a node is known by its name: its table key is a number of this mount's
-  // own, given to the name (name_ids_) and moved with it by renames.
+  // own, given to the name (core::NodeTableOptions) and moved with it by renames.
   const bool keeps_inode_numbers_;
   std::unique_ptr<core::Tree> tree_;  // over root_dir_
   MountOptions options_;
+  // Every node the kernel knows (or that a known node names as its parent, or remembered).
+  std::unique_ptr<core::NodeTable> nodes_;
   std::shared_ptr<Inode> root_;
 
   Mutex dir_handles_mu_;  // taken alone
   std::unordered_map<const DirHandle*, std::unique_ptr<DirHandle>> dir_handles_
       SIGILFS_GUARDED_BY(dir_handles_mu_);
 
-  mutable SharedMutex tree_mu_ SIGILFS_ACQUIRED_BEFORE(table_mu_);
+  mutable SharedMutex tree_mu_;
   // Taken shared while forgotten nodes' removed objects close (Forget), exclusively around a
   // directory's removal on the store (rmdir, and a rename, which may replace one). The last close
   // of an unlinked object ends its backing inode inside the dentry being killed, and the store's
@@ -456,27 +377,6 @@ class Filesystem {
   // rmdirs, that spinning cost rm -rf a quarter of its speed. Waiting on this lock instead costs
   // one close at most. Taken alone or after tree_mu_.
   SharedMutex removal_mu_ SIGILFS_ACQUIRED_AFTER(tree_mu_);
-  mutable Mutex table_mu_;
-  // One node per backing object the kernel knows (or, for a directory, that a known node still
-  // names as its parent): renames, unlinks and rmdirs keep these nodes' names current.
-  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<Inode>> table_
-      SIGILFS_GUARDED_BY(table_mu_);
-  // Nodes displaced from table_ (their backing inode number was reused) that the kernel has
-  // not forgotten yet: kept alive so their node ids never dangle.
-  std::map<Inode*, std::shared_ptr<Inode>> orphans_ SIGILFS_GUARDED_BY(table_mu_);
-  // The node ids of every node in table_ and orphans_: what a file handle may name, and where
-  // Get finds a node whose id is not its address. Changed under table_mu_ and ids_mu_
-  // (exclusive), read under ids_mu_ (shared).
-  std::unordered_map<uint64_t, Inode*> known_ SIGILFS_GUARDED_BY(ids_mu_);
-  mutable SharedMutex ids_mu_;
-  // Nodes of table_ the kernel forgot, oldest first, at most options_.handle_cache of them.
-  std::list<Inode*> forgotten_ SIGILFS_GUARDED_BY(table_mu_);
-  // Stores without stable inode numbers: the table key (second half) of the node known by each
-  // name, (parent's key, stored name). Renames move an entry, removals drop it, and so does its
-  // node's leaving the table; numbers are never given twice (1 is the root's).
-  std::map<std::pair<uint64_t, std::string>, uint64_t> name_ids_ SIGILFS_GUARDED_BY(table_mu_);
-  uint64_t next_name_id_ SIGILFS_GUARDED_BY(table_mu_) = 2;
-  uint32_t next_generation_ SIGILFS_GUARDED_BY(table_mu_) = 1;  // starts at random per mount
   std::atomic<uint64_t> handle_lookups_{0};
   std::atomic<uint64_t> getattrs_{0};
   std::atomic<uint64_t> getxattrs_{0};
