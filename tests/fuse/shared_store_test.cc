@@ -34,7 +34,11 @@ class SharedStoreTest : public ::testing::Test {
   std::unique_ptr<Filesystem> Open() {
     auto vault = core::Vault::Unlock(dir(), AsBytes("pass"));
     EXPECT_TRUE(vault.ok()) << vault.status().ToString();
-    auto volume = core::Volume::Open(std::move(vault).value(), core::VolumeOptions{});
+    // As `mount --shared` opens it: beside the other front end's, under the vault lock's shared
+    // mode, with the page layer's shared mode.
+    core::VolumeOptions volume_options;
+    volume_options.pages.shared = true;
+    auto volume = core::Volume::Open(std::move(vault).value(), std::move(volume_options));
     EXPECT_TRUE(volume.ok()) << volume.status().ToString();
     MountOptions options;
     options.shared = true;
