@@ -29,6 +29,7 @@ std::atomic<bool> g_uring_offered{false};  // FUSE_OVER_IO_URING
 
 std::atomic<fuse_session*> g_session{nullptr};
 Transport g_transport = Transport::kAuto;
+bool g_amend_init = true;  // set before the session's threads start, then only read
 std::atomic<uint64_t> g_dev_requests{0};
 
 // The ring: set once, by the thread that sent the INIT reply; stopped, and kept for its counts,
@@ -156,7 +157,7 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
     for (int i = 0; i < count; ++i) total += iov[i].iov_len;
     return static_cast<ssize_t>(total);
   }
-  const uint64_t init = g_init_unique.load();
+  const uint64_t init = g_amend_init ? g_init_unique.load() : 0;
   bool start_ring = false;
   size_t payload = 0;
   if (init != 0 && count >= 2 && iov[0].iov_len >= sizeof(fuse_out_header) &&
@@ -211,10 +212,11 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
 
 }  // namespace
 
-bool TakeOverDeviceIo(fuse_session* se, Transport transport) {
+bool TakeOverDeviceIo(fuse_session* se, Transport transport, bool amend_init) {
   static const fuse_custom_io io = {Writev, Read, nullptr, nullptr};
   g_session.store(se);
   g_transport = transport;
+  g_amend_init = amend_init;
   ReplyFaultsFromEnvironment();
   const bool taken = fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
   g_taken_over.store(taken);

@@ -17,8 +17,10 @@ namespace sigilfs::fuse {
 // write, truncate and O_TRUNC to the daemon, flagging the requests that need it (see
 // RequestClearsSetId). With `transport` other than kDev the reply also accepts io_uring where the
 // kernel offers it, and the ring's threads start once the kernel has taken it. Returns false,
-// changing nothing, if libfuse refuses.
-bool TakeOverDeviceIo(fuse_session* se, Transport transport);
+// changing nothing, if libfuse refuses. Without `amend_init` the INIT reply goes as libfuse wrote
+// it (no FUSE_HANDLE_KILLPRIV_V2, no io_uring): what a server that writes nothing needs, where it
+// reads and writes the device only so that replies can be refused on purpose (reply_faults.h).
+bool TakeOverDeviceIo(fuse_session* se, Transport transport, bool amend_init);
 
 // Ends the ring's threads, if any: after the session loop, before the session is destroyed
 // (their waiting commands hold the device open, so the kernel could not end a lazily unmounted

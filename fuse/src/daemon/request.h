@@ -162,17 +162,4 @@ struct Serve<Op> {
   }
 };
 
-// FORGET and BATCH_FORGET, for a server with Forget(node id, lookups): the kernel lets go of
-// lookup references and waits for no reply.
-template <typename S>
-void Forget(Request<S>& r, fuse_ino_t ino, uint64_t n) {
-  r.server().Forget(ino, n);
-  std::move(r).None();
-}
-template <typename S>
-void ForgetMulti(Request<S>& r, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; ++i) r.server().Forget(forgets[i].ino, forgets[i].nlookup);
-  std::move(r).None();
-}
-
 }  // namespace sigilfs::fuse

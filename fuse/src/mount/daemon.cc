@@ -21,7 +21,7 @@
 
 #include "../daemon/device_io.h"
 #include "../daemon/log.h"
-#include "../daemon_common.h"
+#include "../daemon/session.h"
 #include "filesystem.h"
 #include "lowlevel.h"
 #include "sigilfs/core/mountinfo.h"
@@ -170,31 +170,20 @@ std::string CanonicalPath(const std::string& dir) {
   return p.string();
 }
 
-std::string Join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& p : parts) {
-    if (p.empty()) continue;
-    if (!out.empty()) out += ',';
-    out += p;
-  }
-  return out;
-}
-
 }  // namespace
 
 int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   RaiseFileLimit();
+  Session session;
+  session.mountpoint = o.mountpoint;
   // The mount's source is the cipher directory's absolute path, as `findmnt -S`, `mount | grep`
   // and sshfs or gocryptfs users expect; its type is fuse.sigilfs.
-  std::vector<std::string> mount_opts = {
-      "fsname=" + EscapeOption(CanonicalPath(volume->vault().dir())), "subtype=sigilfs"};
-  if (o.read_only) mount_opts.push_back("ro");
-  mount_opts.insert(mount_opts.end(), o.fuse_options.begin(), o.fuse_options.end());
-  const std::string joined = Join(mount_opts);
-  fuse_args args = FUSE_ARGS_INIT(0, nullptr);
-  fuse_opt_add_arg(&args, "sigilfs");
-  fuse_opt_add_arg(&args, "-o");
-  fuse_opt_add_arg(&args, joined.c_str());
+  session.source = CanonicalPath(volume->vault().dir());
+  session.subtype = "sigilfs";
+  if (o.read_only) session.options.push_back("ro");
+  session.options.insert(session.options.end(), o.fuse_options.begin(), o.fuse_options.end());
+  session.foreground = o.foreground;
+  session.transport = o.transport;
 
   MountOptions fs_options;
   fs_options.read_only = o.read_only;
@@ -208,78 +197,49 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
       o.xattrs && o.acls && KeepsUserXattrs(*core::BorrowPosixBackingDir(volume->root_fd()));
   fs_options.kernel_acls = fs_options.acls && o.kernel_acls;
   Filesystem fs(std::move(volume), fs_options);
+  session.ops = &Operations(o.xattrs);
+  session.server = &fs;
 
-  fuse_session* se = fuse_session_new(&args, &Operations(o.xattrs), sizeof(fuse_lowlevel_ops), &fs);
-  fuse_opt_free_args(&args);
-  if (se == nullptr) {
-    std::fprintf(stderr, "sigilfs: bad mount options: %s\n", joined.c_str());
-    return 1;
-  }
-  SetSession(se);
   // Resolved before mounting: once mounted, resolving it would ask this daemon.
   std::error_code ec;
   const std::string real_mountpoint = std::filesystem::canonical(o.mountpoint, ec).string();
-  int rc = 1;
-  // Signals whose default action would end the daemon on the spot, with the dirty pages of
-  // open files never written back: SIGUSR1, which asks for the stats file (the housekeeper
-  // takes it where there is one; a `pkill -USR1 sigilfs` must not end the mounts without), and
-  // SIGXFSZ, which the kernel sends for a cipher file past the user's file size limit (the
-  // write then fails with EFBIG, for that file alone).
-  ::signal(SIGUSR1, SIG_IGN);
-  ::signal(SIGXFSZ, SIG_IGN);
-  if (fuse_set_signal_handlers(se) != 0) {
-    std::fprintf(stderr, "sigilfs: cannot install signal handlers\n");
-  } else if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
-    std::fprintf(stderr, "sigilfs: cannot mount on %s\n", o.mountpoint.c_str());
-  } else {
+  session.mounted = [&](fuse_session* se) {
+    SetSession(se);
     if (o.readahead_kib > 0 && !real_mountpoint.empty())
       SetReadahead(real_mountpoint, o.readahead_kib);
     // noatime and nodiratime are the daemon's to honour (the kernel leaves access times to it),
     // also after a remount changes them.
     if (!real_mountpoint.empty())
       fs.WatchAtimeOptions([real_mountpoint] { return FindOwnMount(real_mountpoint).options; });
-    if (!TakeOverDeviceIo(se, o.transport))
-      Log("device I/O: libfuse refused; set-ID bits left to the kernel, requests on /dev/fuse");
-    if (!o.foreground) LogToSyslog();
-    // The record by which `sigilfs unmount` finds this daemon and waits for it to end, made
-    // before detaching so that a mount that cannot have one fails here, on the terminal, and is
-    // undone. An exclusive mount may go without where its user has no runtime directory: its
-    // daemon holds the vault lock until it ends, which unmount also waits for.
-    auto record = MountRecord::Publish(FindOwnMount(real_mountpoint).device, o.shared);
-    if (!record.ok()) {
+  };
+  // The record by which `sigilfs unmount` finds this daemon and waits for it to end, made
+  // before detaching so that a mount that cannot have one fails here, on the terminal, and is
+  // undone. An exclusive mount may go without where its user has no runtime directory: its
+  // daemon holds the vault lock until it ends, which unmount also waits for.
+  std::optional<MountRecord> record;
+  session.detaching = [&] {
+    auto published = MountRecord::Publish(FindOwnMount(real_mountpoint).device, o.shared);
+    if (!published.ok()) {
       std::fprintf(stderr, "sigilfs: not serving %s: its daemon cannot be recorded (%s)\n",
-                   o.mountpoint.c_str(), record.status().message().c_str());
-    } else if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
-      std::fprintf(stderr, "sigilfs: cannot daemonize\n");
-    } else {
-      // The serving process (fuse_daemonize forked it; the record's lock came along).
-      if (Status named = record->NameThisProcess(); !named.ok())
-        Log("%s", named.ToString().c_str());
-      if (o.on_serving) o.on_serving();
-      // Threads start after fuse_daemonize: they would not survive its fork.
-      Housekeeper housekeeper(fs, o);
-      fuse_loop_config* cfg = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_max_threads(cfg, 16);
-      // A loop ended by SIGINT/SIGTERM/SIGHUP (or by the idle timer) reports the signal: that
-      // is a clean unmount, not a failure.
-      const int loop = fuse_session_loop_mt(se, cfg);
-      rc = loop == 0 || loop == SIGINT || loop == SIGTERM || loop == SIGHUP ? 0 : 1;
-      fuse_loop_cfg_destroy(cfg);
-      // A mount that was to serve over io_uring only and could not ended itself (logged).
-      if (const std::string refused = DeviceIoRefusal(); !refused.empty()) {
-        std::fprintf(stderr, "sigilfs: %s\n", refused.c_str());
-        rc = 1;
-      }
+                   o.mountpoint.c_str(), published.status().message().c_str());
+      return false;
     }
-    // The ring's threads end first: a request they serve after this would race the unmount.
-    StopDeviceIo();
+    record = std::move(published).value();
+    return true;
+  };
+  std::optional<Housekeeper> housekeeper;
+  session.serving = [&] {
+    // The serving process (fuse_daemonize forked it; the record's lock came along).
+    if (Status named = record->NameThisProcess(); !named.ok()) Log("%s", named.ToString().c_str());
+    if (o.on_serving) o.on_serving();
+    housekeeper.emplace(fs, o);
+  };
+  session.served = [&] { housekeeper.reset(); };
+  session.unmounting = [&] {
     fs.FlushAll();  // every dirty page reaches the cipher files before the mount goes away
     if (!o.stats_file.empty()) WriteStats(fs, o.stats_file);
-    fuse_session_unmount(se);
-  }
-  fuse_remove_signal_handlers(se);
-  fuse_session_destroy(se);
-  return rc;
+  };
+  return RunSession(session);
 }
 
 }  // namespace sigilfs::fuse

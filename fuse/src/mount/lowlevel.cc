@@ -17,7 +17,7 @@
 
 #include "../daemon/device_io.h"
 #include "../daemon/log.h"
-#include "../daemon/request.h"
+#include "../daemon/replies.h"
 #include "filesystem.h"
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/source.h"
@@ -85,9 +85,6 @@ bool HasFsetid(const Req::Caller& who) {
   }
   return who.uid == 0;
 }
-
-void ReplyError(Req& r, const Status& s) { std::move(r).Err(ErrnoFor(s)); }
-void ReplyStatus(Req& r, const Status& s) { std::move(r).Err(s.ok() ? 0 : ErrnoFor(s)); }
 
 fuse_entry_param EntryParam(Filesystem& fs, const Entry& entry) {
   fuse_entry_param e{};
@@ -510,17 +507,6 @@ void Setxattr(Req& r, fuse_ino_t ino, const char* name, const char* value, size_
              *inode, name, ByteSpan(reinterpret_cast<const uint8_t*>(value), size), flags, caller));
 }
 
-// getxattr and listxattr: size 0 asks for the size; a buffer too small is ERANGE.
-void ReplySized(Req& r, const void* data, size_t length, size_t size) {
-  if (size == 0) {
-    std::move(r).Xattr(length);
-  } else if (length > size) {
-    std::move(r).Err(ERANGE);
-  } else {
-    std::move(r).Buf(data, length);
-  }
-}
-
 void Getxattr(Req& r, fuse_ino_t ino, const char* name, size_t size) {
   r.server().CountGetxattr();
   const std::shared_ptr<Inode> inode = NodeOr(r, ino);
@@ -644,45 +630,43 @@ void Statfs(Req& r, fuse_ino_t) {
 }
 
 fuse_lowlevel_ops MakeOperations(bool xattrs) {
-  fuse_lowlevel_ops ops{};
-  ops.init = Init;
-  ops.destroy = Destroy;
-  ops.lookup = Serve<Lookup>::Call;
-  ops.forget = Serve<Forget<Filesystem>>::Call;
-  ops.forget_multi = Serve<ForgetMulti<Filesystem>>::Call;
-  ops.getattr = Serve<Getattr>::Call;
-  ops.setattr = Serve<Setattr>::Call;
-  ops.readlink = Serve<Readlink>::Call;
-  ops.mknod = Serve<Mknod>::Call;
-  ops.mkdir = Serve<Mkdir>::Call;
-  ops.symlink = Serve<Symlink>::Call;
-  ops.link = Serve<Link>::Call;
-  ops.unlink = Serve<Unlink>::Call;
-  ops.rmdir = Serve<Rmdir>::Call;
-  ops.rename = Serve<Rename>::Call;
-  ops.open = Serve<Open>::Call;
-  ops.create = Serve<Create>::Call;
-  ops.read = Serve<Read>::Call;
-  ops.write_buf = Serve<WriteBuf>::Call;
-  ops.flush = Serve<Flush>::Call;
-  ops.fsync = Serve<Fsync>::Call;
-  ops.fallocate = Serve<Fallocate>::Call;
-  ops.lseek = Serve<Lseek>::Call;
-  ops.release = Serve<Release>::Call;
-  ops.opendir = Serve<Opendir>::Call;
-  ops.readdir = Serve<Readdir>::Call;
-  ops.readdirplus = Serve<Readdirplus>::Call;
-  ops.releasedir = Serve<Releasedir>::Call;
-  ops.fsyncdir = Serve<Fsyncdir>::Call;
-  ops.statfs = Serve<Statfs>::Call;
-  ops.ioctl = Serve<Ioctl>::Call;
-  if (xattrs) {
-    ops.setxattr = Serve<Setxattr>::Call;
-    ops.getxattr = Serve<Getxattr>::Call;
-    ops.listxattr = Serve<Listxattr>::Call;
-    ops.removexattr = Serve<Removexattr>::Call;
-  }
-  return ops;
+  return OperationsOf<Filesystem>([xattrs](fuse_lowlevel_ops& ops) {
+    ops.init = Init;
+    ops.destroy = Destroy;
+    ops.lookup = Serve<Lookup>::Call;
+    ops.getattr = Serve<Getattr>::Call;
+    ops.setattr = Serve<Setattr>::Call;
+    ops.readlink = Serve<Readlink>::Call;
+    ops.mknod = Serve<Mknod>::Call;
+    ops.mkdir = Serve<Mkdir>::Call;
+    ops.symlink = Serve<Symlink>::Call;
+    ops.link = Serve<Link>::Call;
+    ops.unlink = Serve<Unlink>::Call;
+    ops.rmdir = Serve<Rmdir>::Call;
+    ops.rename = Serve<Rename>::Call;
+    ops.open = Serve<Open>::Call;
+    ops.create = Serve<Create>::Call;
+    ops.read = Serve<Read>::Call;
+    ops.write_buf = Serve<WriteBuf>::Call;
+    ops.flush = Serve<Flush>::Call;
+    ops.fsync = Serve<Fsync>::Call;
+    ops.fallocate = Serve<Fallocate>::Call;
+    ops.lseek = Serve<Lseek>::Call;
+    ops.release = Serve<Release>::Call;
+    ops.opendir = Serve<Opendir>::Call;
+    ops.readdir = Serve<Readdir>::Call;
+    ops.readdirplus = Serve<Readdirplus>::Call;
+    ops.releasedir = Serve<Releasedir>::Call;
+    ops.fsyncdir = Serve<Fsyncdir>::Call;
+    ops.statfs = Serve<Statfs>::Call;
+    ops.ioctl = Serve<Ioctl>::Call;
+    if (xattrs) {
+      ops.setxattr = Serve<Setxattr>::Call;
+      ops.getxattr = Serve<Getxattr>::Call;
+      ops.listxattr = Serve<Listxattr>::Call;
+      ops.removexattr = Serve<Removexattr>::Call;
+    }
+  });
 }
 
 }  // namespace

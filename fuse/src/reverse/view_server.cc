@@ -19,9 +19,8 @@
 
 #include "../daemon/libfuse.h"
 #include "../daemon/log.h"
-#include "../daemon/reply_faults.h"
-#include "../daemon/request.h"
-#include "../daemon_common.h"
+#include "../daemon/replies.h"
+#include "../daemon/session.h"
 #include "sigilfs/fuse/errno_map.h"
 #include "sigilfs/mutex.h"
 
@@ -175,8 +174,6 @@ class View {
 
 using Req = Request<View>;
 
-void ReplyError(Req& r, const Status& s) { std::move(r).Err(ErrnoFor(s)); }
-
 // What open and opendir keep in fi->fh: the view's file, and a listing handle of a directory.
 core::BackingFile* FileOf(const fuse_file_info* fi) {
   return reinterpret_cast<core::BackingFile*>(fi->fh);  // NOLINT(performance-no-int-to-ptr)
@@ -280,14 +277,6 @@ void Releasedir(Req& r, fuse_ino_t, fuse_file_info* fi) {
   std::move(r).Err(0);
 }
 
-// getxattr and listxattr's answer: its size when asked for none, else the bytes (ERANGE if
-// they do not fit).
-void ReplySized(Req& r, const void* data, size_t length, size_t size) {
-  if (size == 0) return (void)std::move(r).Xattr(length);
-  if (length > size) return (void)std::move(r).Err(ERANGE);
-  std::move(r).Buf(data, length);
-}
-
 void Getxattr(Req& r, fuse_ino_t ino, const char* name, size_t size) {
   auto at = r.server().ReachOf(ino);
   if (!at) return (void)std::move(r).Err(ESTALE);
@@ -312,92 +301,46 @@ void Statfs(Req& r, fuse_ino_t) {
   std::move(r).Statfs(*st);
 }
 
-// The device I/O of a view whose replies are refused on purpose (SIGILFS_FAULT_REPLIES, a test
-// knob); a view without it uses libfuse's own.
-ssize_t FaultingRead(int fd, void* buf, size_t len, void*) {
-  const ssize_t n = ::read(fd, buf, len);
-  NoteRequestForReplyFaults(buf, n > 0 ? static_cast<size_t>(n) : 0);
-  return n;
-}
-ssize_t FaultingWritev(int fd, iovec* iov, int count, void*) {
-  if (fuse_out_header out; RefuseReply(iov, count, &out)) {
-    iovec failed{&out, sizeof out};
-    (void)!::writev(fd, &failed, 1);
-    errno = ENOENT;  // as writev(2) fails for a request the kernel no longer waits for
-    return -1;
-  }
-  return ::writev(fd, iov, count);
-}
-
+// Read-only operations.
 fuse_lowlevel_ops MakeOperations() {
-  fuse_lowlevel_ops ops{};
-  ops.lookup = Serve<Lookup>::Call;
-  ops.forget = Serve<Forget<View>>::Call;
-  ops.forget_multi = Serve<ForgetMulti<View>>::Call;
-  ops.getattr = Serve<Getattr>::Call;
-  ops.readlink = Serve<Readlink>::Call;
-  ops.open = Serve<Open>::Call;
-  ops.read = Serve<Read>::Call;
-  ops.release = Serve<Release>::Call;
-  ops.opendir = Serve<Opendir>::Call;
-  ops.readdir = Serve<Readdir>::Call;
-  ops.releasedir = Serve<Releasedir>::Call;
-  ops.getxattr = Serve<Getxattr>::Call;
-  ops.listxattr = Serve<Listxattr>::Call;
-  ops.statfs = Serve<Statfs>::Call;
-  return ops;
+  return OperationsOf<View>([](fuse_lowlevel_ops& ops) {
+    ops.lookup = Serve<Lookup>::Call;
+    ops.getattr = Serve<Getattr>::Call;
+    ops.readlink = Serve<Readlink>::Call;
+    ops.open = Serve<Open>::Call;
+    ops.read = Serve<Read>::Call;
+    ops.release = Serve<Release>::Call;
+    ops.opendir = Serve<Opendir>::Call;
+    ops.readdir = Serve<Readdir>::Call;
+    ops.releasedir = Serve<Releasedir>::Call;
+    ops.getxattr = Serve<Getxattr>::Call;
+    ops.listxattr = Serve<Listxattr>::Call;
+    ops.statfs = Serve<Statfs>::Call;
+  });
 }
 
 }  // namespace
 
 int ServeView(std::unique_ptr<core::BackingDir> root, const ViewServerOptions& o) {
   const rlim_t descriptors = RaiseFileLimit();
-  // Read only, and the kernel checks permissions against the plain entries' modes and owners.
-  std::string joined =
-      "fsname=" + EscapeOption(o.source) + ",subtype=sigilfs-reverse,ro,default_permissions";
-  for (const std::string& opt : o.fuse_options) joined += "," + opt;
-  fuse_args args = FUSE_ARGS_INIT(0, nullptr);
-  fuse_opt_add_arg(&args, "sigilfs");
-  fuse_opt_add_arg(&args, "-o");
-  fuse_opt_add_arg(&args, joined.c_str());
   // A descriptor per open directory handle: a quarter of what the process may open, so that
   // open files and listings have the rest.
   size_t max_open_dirs =
       descriptors == RLIM_INFINITY ? 65536 : std::clamp<size_t>(descriptors / 4, 64, 65536);
   if (o.max_open_dirs > 0) max_open_dirs = o.max_open_dirs;
   View view(std::move(root), max_open_dirs);
+  Session session;
+  session.mountpoint = o.mountpoint;
+  session.source = o.source;
+  session.subtype = "sigilfs-reverse";
+  // Read only, and the kernel checks permissions against the plain entries' modes and owners.
+  session.options = {"ro", "default_permissions"};
+  session.options.insert(session.options.end(), o.fuse_options.begin(), o.fuse_options.end());
+  session.foreground = o.foreground;
   static const fuse_lowlevel_ops ops = MakeOperations();
-  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &view);
-  fuse_opt_free_args(&args);
-  if (se == nullptr) {
-    std::fprintf(stderr, "sigilfs: bad mount options: %s\n", joined.c_str());
-    return 1;
-  }
-  int rc = 1;
-  if (fuse_set_signal_handlers(se) != 0) {
-    std::fprintf(stderr, "sigilfs: cannot install signal handlers\n");
-  } else if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
-    std::fprintf(stderr, "sigilfs: cannot mount on %s\n", o.mountpoint.c_str());
-  } else {
-    static const fuse_custom_io faulting = {FaultingWritev, FaultingRead, nullptr, nullptr};
-    if (ReplyFaultsFromEnvironment() &&
-        fuse_session_custom_io(se, &faulting, fuse_session_fd(se)) != 0)
-      Log("fault injection: libfuse refused the device I/O; replies go unrefused");
-    if (!o.foreground) LogToSyslog();
-    if (fuse_daemonize(o.foreground ? 1 : 0) != 0) {
-      std::fprintf(stderr, "sigilfs: cannot daemonize\n");
-    } else {
-      fuse_loop_config* cfg = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_max_threads(cfg, 16);
-      const int loop = fuse_session_loop_mt(se, cfg);
-      rc = loop == 0 || loop == SIGINT || loop == SIGTERM || loop == SIGHUP ? 0 : 1;
-      fuse_loop_cfg_destroy(cfg);
-    }
-    fuse_session_unmount(se);
-  }
-  fuse_remove_signal_handlers(se);
-  fuse_session_destroy(se);
-  return rc;
+  session.ops = &ops;
+  session.server = &view;
+  return RunSession(session);
 }
 
 }  // namespace sigilfs::fuse
