@@ -48,6 +48,11 @@ std::string EntriesOf(const std::string& dir);
 // That `mountpoint` is a directory (kInvalidArgument/ENOTDIR, or its stat's error, naming it).
 Status CheckMountPoint(const std::string& mountpoint);
 
+// FUSE 3 mounts over anything; what was there would vanish from sight until the unmount, which
+// looks like lost files. So a mount point that holds entries is refused, naming them, unless
+// asked (-o nonempty), as FUSE 2 did. `what` is what would hide them ("mount", "view").
+Status CheckNothingHidden(const std::string& mountpoint, bool nonempty, const char* what);
+
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);
 

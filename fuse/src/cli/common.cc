@@ -108,6 +108,16 @@ Status CheckMountPoint(const std::string& mountpoint) {
   return Status::Ok();
 }
 
+Status CheckNothingHidden(const std::string& mountpoint, bool nonempty, const char* what) {
+  if (nonempty) return Status::Ok();
+  if (std::string held = EntriesOf(mountpoint); !held.empty())
+    return Status(Code::kInvalidArgument,
+                  "the mount point " + mountpoint + " is not empty (" + held + "): the " + what +
+                      " would hide that; -o nonempty mounts anyway",
+                  ENOTEMPTY);
+  return Status::Ok();
+}
+
 std::string EntriesOf(const std::string& dir) {
   std::vector<std::string> names;
   size_t count = 0;

@@ -1,7 +1,5 @@
 // `sigilfs mount` and `sigilfs unmount`.
 #include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -21,6 +19,8 @@
 #include <sstream>
 #include <thread>
 
+#include "../daemon/options.h"
+#include "../daemon/process.h"
 #include "../daemon/uring_transport.h"
 #include "../mount/daemon.h"
 #include "commands.h"
@@ -45,28 +45,6 @@ struct MountArgs {
   bool shared = false;               // several mounts of one vault (--shared, -o shared)
   fuse::PassphraseSource pass;
 };
-
-// Options passed on to libfuse and the kernel: the kernel's mount flags, FUSE's mount and session
-// options, and what an /etc/fstab line may carry that mount.fuse3 leaves in. Anything else is
-// refused before the passphrase is asked for, in one line, instead of by libfuse after it.
-bool IsFuseOption(const std::string& opt) {
-  // Flags, then keys with their '=': each between spaces. fsname= and subtype= are not among
-  // them: sigilfs sets those itself.
-  static constexpr std::string_view kFlags =
-      " rw ro suid nosuid dev nodev exec noexec async sync dirsync atime noatime diratime"
-      " nodiratime relatime norelatime strictatime nostrictatime lazytime nolazytime symfollow"
-      " nosymfollow allow_other allow_root auto_unmount default_permissions blkdev debug sync_read"
-      " async_read writeback_cache no_writeback_cache defaults auto noauto nofail user users owner"
-      " group _netdev ";
-  static constexpr std::string_view kKeys =
-      " max_read= blksize= max_write= max_readahead= max_background= congestion_threshold="
-      " time_gran= context= fscontext= defcontext= rootcontext= comment= user= user_id= group_id="
-      " rootmode= ";
-  const size_t eq = opt.find('=');
-  const std::string word = " " + (eq == std::string::npos ? opt : opt.substr(0, eq + 1)) + " ";
-  return opt.starts_with("x-") ||
-         (eq == std::string::npos ? kFlags : kKeys).find(word) != std::string_view::npos;
-}
 
 // A count: decimal digits only.
 Result<size_t> ParseCount(const std::string& text, const char* what) {
@@ -157,79 +135,34 @@ int RunMount(MountArgs a) {
   d.mountpoint = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
   if (ec) return Fail(Status::FromErrno(ec.value(), "mount point " + a.mountpoint));
   d.foreground = a.foreground;
-  bool remount = false;
-  bool reverse = false;           // the plain directory's encrypted view (sigilfs reverse)
-  bool nonempty = false;          // mount over a directory that holds entries
-  std::string unknown;            // the first option neither sigilfs nor FUSE knows
-  std::string set_by_sigilfs;     // fsname= or subtype=, which sigilfs sets itself
+  // Options of sigilfs's own also come this way from /etc/fstab (through mount.fuse3).
+  const auto given = fuse::GivenOptions::Parse(fuse::OptionsFor::kMount, a.options);
   std::optional<bool> read_only;  // the last ro or rw given
-  std::optional<bool> acl;        // the last acl or noacl given
-  AtimeOptions atime;             // the access-time options given
-  for (const std::string& group : a.options) {
-    std::stringstream in(group);
-    std::string opt;
-    while (std::getline(in, opt, ',')) {
-      // Options of sigilfs's own also come this way from /etc/fstab (through mount.fuse3).
-      const size_t eq = opt.find('=');
-      const std::string key = opt.substr(0, eq),
-                        value = eq == std::string::npos ? "" : opt.substr(eq + 1);
-      if (opt == "ro" || opt == "rw")  // the last one counts, as with mount(8)
-        read_only = opt == "ro";
-      else if (opt == "remount")
-        remount = true;
-      else if (opt == "reverse")
-        reverse = true;
-      else if (opt == "noxattr")
-        d.xattrs = false;
-      else if (opt == "acl" || opt == "noacl")
-        acl = opt == "acl";
-      else if (key == "passfile")
-        a.pass.passfile = value;
-      else if (key == "stats_file")
-        a.stats_file = value;
-      else if (key == "idle")
-        a.idle = value;
-      else if (key == "handle_cache")
-        a.handle_cache = value;
-      else if (key == "readahead")
-        a.readahead = value;
-      else if (key == "transport")
-        a.transport = value;
-      else if (opt == "nonempty")
-        nonempty = true;
-      else if (opt == "shared")
-        a.shared = true;
-      else if (opt == "xattr" || opt.empty())
-        continue;
-      else if (key == "fsname" || key == "subtype")
-        set_by_sigilfs = opt;
-      else if (IsFuseOption(opt)) {
-        atime.Take(opt);  // for a remount; a mount passes them on to the kernel
-        d.fuse_options.push_back(opt);
-      } else if (unknown.empty()) {
-        unknown = opt;
-      }
-    }
+  if (auto last = given.LastOf({"ro", "rw"})) read_only = *last == "ro";
+  std::optional<bool> acl;  // the last acl or noacl given
+  if (auto last = given.LastOf({"acl", "noacl"})) acl = *last == "acl";
+  if (given.Has("noxattr")) d.xattrs = false;
+  if (given.Has("shared")) a.shared = true;
+  const std::pair<const char*, std::string*> values[] = {{"passfile", &a.pass.passfile},
+                                                         {"stats_file", &a.stats_file},
+                                                         {"idle", &a.idle},
+                                                         {"handle_cache", &a.handle_cache},
+                                                         {"readahead", &a.readahead},
+                                                         {"transport", &a.transport}};
+  for (const auto& [key, value] : values)
+    if (auto given_value = given.Value(key)) *value = *given_value;
+  d.fuse_options = given.kernel();
+  // A remount (mount(8) hands the helper the mount's current options) takes only what it knows;
+  // the access-time options given replace the mount's.
+  if (given.Has("remount")) {
+    AtimeOptions atime;
+    for (const std::string& opt : d.fuse_options) atime.Take(opt);
+    return RunRemount(d.mountpoint, read_only, atime);
   }
-  // A remount (mount(8) hands the helper the mount's current options) takes only what it knows.
-  if (remount) return RunRemount(d.mountpoint, read_only, atime);
-  if (reverse)  // an /etc/fstab line of an encrypted view
+  if (given.Has("reverse"))  // an /etc/fstab line of an encrypted view
     return RunReverse({a.dir, a.mountpoint, a.foreground, a.options, {}, {}, 0, a.pass});
-  if (!set_by_sigilfs.empty()) {
-    std::fprintf(stderr,
-                 "sigilfs: the mount option '%s' is sigilfs's own to set (the mount table shows "
-                 "the cipher directory, as fuse.sigilfs)\n",
-                 set_by_sigilfs.c_str());
-    return 2;
-  }
-  if (!unknown.empty()) {
-    std::fprintf(
-        stderr,
-        "sigilfs: unknown mount option '%s' (sigilfs's own: ro, rw, noxattr, acl, noacl, "
-        "nonempty, shared, passfile=, stats_file=, idle=, handle_cache=, readahead=, transport=; "
-        "and FUSE's, "
-        "as in mount.fuse3(8))\n",
-        unknown.c_str());
+  if (std::string refusal = given.Refusal(); !refusal.empty()) {
+    std::fprintf(stderr, "sigilfs: %s\n", refusal.c_str());
     return 2;
   }
   d.read_only = read_only.value_or(false);
@@ -244,12 +177,7 @@ int RunMount(MountArgs a) {
     return std::find(d.fuse_options.begin(), d.fuse_options.end(), o) != d.fuse_options.end();
   };
   d.kernel_acls = acl.value_or(has("default_permissions") || has("allow_other"));
-  // Before the passphrase is read: no core dump of this process, and no reading of its memory
-  // by other processes of the same user. The keys themselves are in locked, undumpable memory,
-  // but OpenSSL keeps each file's AES key schedule (which begins with the key) in its own heap.
-  (void)::prctl(PR_SET_DUMPABLE, 0);
-  const struct rlimit no_core = {0, 0};
-  (void)::setrlimit(RLIMIT_CORE, &no_core);
+  fuse::KeepSecretsOutOfDumps();  // before the passphrase is read
   if (!a.idle.empty()) {
     auto idle = ParseDuration(a.idle);
     if (!idle.ok()) return Fail(idle.status());
@@ -268,18 +196,9 @@ int RunMount(MountArgs a) {
     d.readahead_kib = *n;
   }
   if (!a.transport.empty()) {
-    if (a.transport == "auto") {
-      d.transport = fuse::Transport::kAuto;
-    } else if (a.transport == "dev") {
-      d.transport = fuse::Transport::kDev;
-    } else if (a.transport == "uring") {
-      // Asked for by name: refused here, with what to change, where the kernel would not give it.
-      if (Status offered = fuse::UringOffered(); !offered.ok()) return Fail(offered);
-      d.transport = fuse::Transport::kUring;
-    } else {
-      return Fail(Status(Code::kInvalidArgument,
-                         "unknown transport '" + a.transport + "' (auto, uring or dev)"));
-    }
+    auto transport = fuse::ChooseTransport(a.transport);
+    if (!transport.ok()) return Fail(transport.status());
+    d.transport = *transport;
   }
   if (!a.stats_file.empty()) {
     // The daemon changes to / when it detaches: keep the path absolute.
@@ -302,15 +221,8 @@ int RunMount(MountArgs a) {
   // Shared mode: other shared mounts (and no other) may serve the vault at the same time.
   auto lock = LockVault(a.dir, a.shared ? VaultAccess::kSharedMount : VaultAccess::kWrite);
   if (!lock.ok()) return Fail(lock.status());
-  // FUSE 3 mounts over anything; what was there would vanish from sight until the unmount, which
-  // looks like lost files. Refused unless asked, as FUSE 2 did.
-  if (!nonempty) {
-    if (std::string held = EntriesOf(a.mountpoint); !held.empty())
-      return Fail(Status(Code::kInvalidArgument,
-                         "the mount point " + a.mountpoint + " is not empty (" + held +
-                             "): the mount would hide that; -o nonempty mounts anyway",
-                         ENOTEMPTY));
-  }
+  if (Status s = CheckNothingHidden(a.mountpoint, given.Has("nonempty"), "mount"); !s.ok())
+    return Fail(s);
   // The mount's source names the vault by its canonical path, by which a refused mount or
   // command finds where it is mounted.
   std::string dir = std::filesystem::canonical(a.dir, ec).string();

@@ -1,16 +1,15 @@
 // `sigilfs reverse` (a plain directory's encrypted, read-only view for backups) and
 // `sigilfs verify-backup` (a copy of that view checked against the plain tree, or on its own).
 #include <fmt/core.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
+#include "../daemon/options.h"
+#include "../daemon/process.h"
 #include "../reverse/view_server.h"
 #include "commands.h"
 #include "progress.h"
@@ -22,22 +21,6 @@
 
 namespace sigilfs::cli {
 namespace {
-
-// Options the view's mount passes to the kernel: who may look, and the access-time and
-// permission options mount(8) and /etc/fstab add.
-bool IsViewFuseOption(const std::string& opt) {
-  static const char* const kKnown[] = {"allow_other", "allow_root", "default_permissions",
-                                       "nosuid",      "suid",       "nodev",
-                                       "dev",         "noexec",     "exec",
-                                       "noatime",     "atime",      "relatime",
-                                       "strictatime", "nodiratime", "diratime",
-                                       "auto",        "noauto",     "user",
-                                       "nouser",      "users",      "_netdev",
-                                       "nofail"};
-  for (const char* k : kKnown)
-    if (opt == k) return true;
-  return opt.starts_with("x-") || opt.starts_with("comment=");
-}
 
 // The exclusion rules of --exclude patterns and --exclude-from files, in the order given
 // (the patterns first).
@@ -173,43 +156,17 @@ int RunReverse(const ReverseArgs& a) {
   v.max_open_dirs = a.max_open_dirs;
   fuse::PassphraseSource pass = a.pass;
   std::vector<std::string> exclude_from = a.exclude_from;
-  bool nonempty = false;
-  std::string unknown;
-  for (const std::string& group : a.options) {
-    std::stringstream in(group);
-    std::string opt;
-    while (std::getline(in, opt, ',')) {
-      // mount(8) passes rw unless told ro: the view is read only either way.
-      if (opt.empty() || opt == "ro" || opt == "rw" || opt == "reverse") continue;
-      if (opt.starts_with("passfile="))
-        pass.passfile = opt.substr(9);
-      else if (opt.starts_with("exclude_from="))  // /etc/fstab's form of --exclude-from
-        exclude_from.push_back(opt.substr(13));
-      else if (opt == "nonempty")
-        nonempty = true;
-      else if (IsViewFuseOption(opt))
-        v.fuse_options.push_back(opt);
-      else if (unknown.empty())
-        unknown = opt;
-    }
-  }
-  if (!unknown.empty()) {
-    std::fprintf(stderr,
-                 "sigilfs: unknown option '%s' for the encrypted view (it is read only; it takes "
-                 "passfile=, exclude_from=, nonempty, allow_other, allow_root and the mount "
-                 "table's access options)\n",
-                 unknown.c_str());
+  const auto given = fuse::GivenOptions::Parse(fuse::OptionsFor::kView, a.options);
+  if (auto passfile = given.Value("passfile")) pass.passfile = *passfile;
+  for (std::string& file : given.Values("exclude_from")) exclude_from.push_back(std::move(file));
+  v.fuse_options = given.kernel();
+  if (std::string refusal = given.Refusal(); !refusal.empty()) {
+    std::fprintf(stderr, "sigilfs: %s\n", refusal.c_str());
     return 2;
   }
   if (Status s = CheckMountPoint(a.mountpoint); !s.ok()) return Fail(s);
-  // As for a mount: what the view would hide is named, unless asked.
-  if (!nonempty) {
-    if (std::string held = EntriesOf(a.mountpoint); !held.empty())
-      return Fail(Status(Code::kInvalidArgument,
-                         "the mount point " + a.mountpoint + " is not empty (" + held +
-                             "): the view would hide that; -o nonempty mounts anyway",
-                         ENOTEMPTY));
-  }
+  if (Status s = CheckNothingHidden(a.mountpoint, given.Has("nonempty"), "view"); !s.ok())
+    return Fail(s);
   const std::string plain = std::filesystem::canonical(a.dir, ec).string();
   if (ec) return Fail(Status::FromErrno(ec.value(), "the plain directory " + a.dir));
   if (auto config = core::Vault::LoadConfig(plain, core::kReverseConfigFileName); !config.ok())
@@ -219,10 +176,7 @@ int RunReverse(const ReverseArgs& a) {
   if (!excludes.ok()) return Fail(excludes.status());
   view_options.exclude = std::move(excludes).value();
   v.source = plain;
-  // As for a mount: no core dump and no reading of this process's memory (keys, plaintext).
-  (void)::prctl(PR_SET_DUMPABLE, 0);
-  const struct rlimit no_core = {0, 0};
-  (void)::setrlimit(RLIMIT_CORE, &no_core);
+  fuse::KeepSecretsOutOfDumps();  // before the passphrase is read
   auto secret = fuse::ReadPassphrase(pass, "Passphrase", fuse::PromptMode::kExisting);
   if (!secret.ok()) return Fail(secret.status());
   auto vault = core::Vault::Unlock(plain, secret->span(), core::kReverseConfigFileName);

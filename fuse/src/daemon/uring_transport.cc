@@ -204,6 +204,15 @@ Status UringOffered() {
   return Status::Ok();
 }
 
+Result<Transport> ChooseTransport(const std::string& name) {
+  if (name == "auto") return Transport::kAuto;
+  if (name == "dev") return Transport::kDev;
+  if (name != "uring")
+    return Status(Code::kInvalidArgument, "unknown transport '" + name + "' (auto, uring or dev)");
+  if (Status offered = UringOffered(); !offered.ok()) return offered;
+  return Transport::kUring;
+}
+
 unsigned UringTransport::DefaultDepth() {
   return std::clamp(32 / std::max(1u, PossibleCpus()), 2u, 8u);
 }

@@ -26,6 +26,10 @@ enum class Transport { kAuto, kDev, kUring };
 // ring is set up to see). The error says what to change.
 Status UringOffered();
 
+// The transport named by -o transport= or --transport: auto, dev or uring. uring is refused here,
+// with what to change, where the kernel would not give it (UringOffered).
+Result<Transport> ChooseTransport(const std::string& name);
+
 class UringTransport {
  public:
   // Serves one request: `msg` holds it as /dev/fuse would give it (header, the op's argument,
