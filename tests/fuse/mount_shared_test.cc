@@ -963,8 +963,9 @@ void RunChecker(size_t mounts) {
     EXPECT_EQ(value, acl_value(last)) << t->attr << " of " << t->name;
     struct stat st;
     ASSERT_EQ(::stat(check.path(t->name).c_str(), &st), 0) << t->name;
-    if (t->attr == kAccessAcl)
+    if (t->attr == kAccessAcl) {
       EXPECT_EQ(st.st_mode & 07777, test::AclMode(last.entries)) << t->name;
+    }
   }
   std::printf(
       "[ checker ] %zu mounts: %llu slot writes, %llu slot reads (%llu bytes checked), %llu "

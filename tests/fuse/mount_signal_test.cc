@@ -235,7 +235,9 @@ TEST(MountSignalTest, AFloodOfSigusr1AndSigpipeUnderWritesEndsNothing) {
     v.Unmount();
     EXPECT_TRUE(WIFEXITED(v.exit_status()) && WEXITSTATUS(v.exit_status()) == 0)
         << v.exit_status() << " " << v.log();
-    if (with_stats) EXPECT_TRUE(fs::exists(stats));
+    if (with_stats) {
+      EXPECT_TRUE(fs::exists(stats));
+    }
     ExpectWholeAfterRemount(v, files);
   }
 }
