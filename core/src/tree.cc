@@ -236,11 +236,54 @@ Result<struct stat> Tree::Stat(const Dir& dir, const EntryName& name) {
     SIGILFS_ASSIGN_OR_RETURN(stored, Stored(dir, name));
   }
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
+  auto shown = StatOf(dir.backing(), stored, st);
+  if (!shown.ok()) return Named(shown.status(), dir, name);
+  return shown;
+}
+
+Result<struct stat> Tree::StatOf(BackingDir& dir, const std::string& stored, struct stat st,
+                                 const FileContents* open) const {
   if (S_ISREG(st.st_mode)) {
-    SIGILFS_ASSIGN_OR_RETURN(uint64_t size, volume_.PlainSize(dir.backing(), stored, st));
-    st.st_size = static_cast<off_t>(size);
+    if (open != nullptr) {
+      st.st_size = static_cast<off_t>(open->size());  // includes what is not written back yet
+    } else {
+      SIGILFS_ASSIGN_OR_RETURN(uint64_t size, volume_.PlainSize(dir, stored, st));
+      st.st_size = static_cast<off_t>(size);
+    }
+  } else if (S_ISLNK(st.st_mode)) {
+    SIGILFS_ASSIGN_OR_RETURN(std::string sealed, dir.ReadSymlink(stored));
+    SIGILFS_ASSIGN_OR_RETURN(std::string target, volume_.DecryptSymlinkTarget(*root_, sealed));
+    st.st_size = static_cast<off_t>(target.size());
   }
   return st;
+}
+
+Result<DirIv> Tree::DirIvOf(Node& node, BackingDir& backing,
+                            const std::function<std::string()>& shown) {
+  MutexLock lock(node.mu);
+  // On a shared store another front end may have replaced the directory since its IV was read
+  // (`rm -rf D; mkdir D`, where the store reuses the inode number, or any replacement on a
+  // store that renumbers): the node would still match it, and a name made under the old IV
+  // would be lost to every other front end. So the IV is read each time, from the handle the
+  // caller's operation opened, and names are made and read under what the store holds now.
+  if (node.iv && !options_.shared) return *node.iv;
+  bool from_attribute = false;
+  auto iv = volume_.ReadDirIv(backing, &from_attribute);
+  if (!iv.ok()) {
+    if (options_.log) options_.log("directory " + shown() + ": " + iv.status().ToString());
+    return iv.status();
+  }
+  if (from_attribute && options_.repair) {
+    // A crash kept the directory but not its IV file's data: put the file back for backups
+    // that do not carry attributes.
+    const Status restored = volume_.RestoreDirIvFile(backing, *iv);
+    if (options_.log)
+      options_.log("directory " + shown() +
+                   ": IV file torn, IV taken from the directory's attribute; " +
+                   (restored.ok() ? std::string("file restored") : restored.ToString()));
+  }
+  if (!options_.shared) node.iv = *iv;
+  return *iv;
 }
 
 Status Tree::List(const Dir& dir, uint64_t from, const std::function<bool(const DirEntry&)>& emit,
@@ -328,6 +371,15 @@ Result<std::string> Tree::ReadLink(const Dir& dir, const EntryName& name) {
   auto sealed = dir.backing().ReadSymlink(stored);
   if (!sealed.ok()) return Named(sealed.status(), dir, name);
   return volume_.DecryptSymlinkTarget(*root_, *sealed);
+}
+
+Result<std::string> Tree::ReadLink(BackingDir& object) const {
+  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, object.ReadSymlink(""));
+  return volume_.DecryptSymlinkTarget(*root_, sealed);
+}
+
+void Tree::ReleaseTarget(const std::string& target) const {
+  if (!target.empty()) volume_.ReleaseSymlinkTarget(*root_, target);
 }
 
 Status Tree::Link(const Dir& dir, const EntryName& name, const Dir& to, const EntryName& to_name) {
@@ -487,6 +539,11 @@ Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode
     return opened ? s : Named(s, dir, name);
   }
   return made;
+}
+
+Result<std::unique_ptr<FileContents>> Tree::Contents(std::unique_ptr<BackingFile> file,
+                                                     std::string label) const {
+  return volume_.pages().Open(std::move(file), std::move(label));
 }
 
 Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, const EntryName& name,

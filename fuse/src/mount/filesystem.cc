@@ -58,6 +58,9 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
   core::TreeOptions tree_options;
   tree_options.check_root_iv = false;
   tree_options.plain_names_in_errors = false;  // the daemon's log is not encrypted
+  tree_options.shared = options_.shared;
+  tree_options.repair = !options_.read_only;
+  tree_options.log = [](const std::string& line) { Log("%s", line.c_str()); };
   tree_ = std::move(core::Tree::Open(*volume_, core::BorrowPosixBackingDir(volume_->root_fd()),
                                      std::move(tree_options)))
               .value();
@@ -131,30 +134,11 @@ Result<Object> Filesystem::OpenInode(const core::Node& inode, struct stat* st_ou
 }
 
 Result<DirIv> Filesystem::DirIvOf(core::Node& dir, core::BackingDir& backing) {
-  MutexLock lock(dir.mu);
-  // In shared mode another mount may have replaced the directory since its IV was read (`rm -rf
-  // D; mkdir D`, where the store reuses the inode number, or any replacement on a store that
-  // renumbers): the node would still match it, and a name made under the old IV would be lost
-  // to every other mount. So the IV is read each time, from the directory handle this very
-  // operation opened, and names are made and read under what the store holds now.
-  if (!dir.iv || options_.shared) {
-    bool from_attribute = false;
-    auto iv = volume_->ReadDirIv(backing, &from_attribute);
-    if (!iv.ok()) {
-      Log("directory %s: %s", PathLocked(dir).c_str(), iv.status().ToString().c_str());
-      return iv.status();
-    }
-    if (from_attribute && !options_.read_only) {
-      // A crash kept the directory but not its IV file's data: put the file back for backups
-      // that do not carry attributes.
-      Status restored = volume_->RestoreDirIvFile(backing, *iv);
-      Log("directory %s: IV file torn, IV taken from the directory's attribute; %s",
-          PathLocked(dir).c_str(), restored.ok() ? "file restored" : restored.ToString().c_str());
-    }
-    if (options_.shared) return *iv;
-    dir.iv = *iv;
-  }
-  return *dir.iv;
+  // Cached on the node, or read at every use in shared mode (core::TreeOptions::shared).
+  return tree_->DirIvOf(dir, backing, [this, &dir] {
+    tree_mu_.AssertHeld();  // the caller's, shared
+    return PathLocked(dir);
+  });
 }
 
 Result<std::unique_ptr<core::Tree::Dir>> Filesystem::TreeDirOf(core::Node& dir,
@@ -205,38 +189,24 @@ Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
   return AsInode(nodes_->Intern(st, parent, stored, still_there, persistent));
 }
 
-Result<struct stat> Filesystem::Translate(struct stat st, core::BackingDir& dir,
-                                          const std::string& stored, const Inode* inode) {
-  if (S_ISREG(st.st_mode)) {
-    std::shared_ptr<core::FileContents> open;
-    if (inode != nullptr) {
-      MutexLock lock(const_cast<Inode*>(inode)->mu);
-      open = inode->contents;
-    }
-    if (open) {
-      st.st_size = static_cast<off_t>(open->size());  // includes what is not written back yet
-    } else {
-      auto size = volume_->PlainSize(dir, stored, st);
-      if (!size.ok()) {
-        Log("%s: %s", stored.c_str(), size.status().ToString().c_str());
-        return size.status();
-      }
-      st.st_size = static_cast<off_t>(*size);
-    }
-  } else if (S_ISLNK(st.st_mode)) {
-    SIGILFS_ASSIGN_OR_RETURN(std::string sealed, dir.ReadSymlink(stored));
-    auto target = volume_->DecryptSymlinkTarget(sealed);
-    if (!target.ok()) return target.status();
-    st.st_size = static_cast<off_t>(target->size());
+Result<struct stat> Filesystem::StatOf(const struct stat& st, core::BackingDir& dir,
+                                       const std::string& stored, Inode* inode) {
+  std::shared_ptr<core::FileContents> open;  // its size counts what is not written back yet
+  if (inode != nullptr && S_ISREG(st.st_mode)) {
+    MutexLock lock(inode->mu);
+    open = inode->contents;
   }
-  return st;
+  auto shown = tree_->StatOf(dir, stored, st, open.get());
+  if (!shown.ok() && S_ISREG(st.st_mode))
+    Log("%s: %s", stored.c_str(), shown.status().ToString().c_str());
+  return shown;
 }
 
 Result<Entry> Filesystem::EntryAt(const std::shared_ptr<core::Node>& parent, core::BackingDir& dir,
                                   const std::string& stored) {
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.Stat(stored));
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored, dir, stored));
-  auto attr = Translate(st, dir, stored, inode.get());
+  auto attr = StatOf(st, dir, stored, inode.get());
   if (!attr.ok()) {
     const Code code = attr.status().code();
     if (S_ISREG(st.st_mode) && (code == Code::kCorrupt || code == Code::kAuthFailed)) {
@@ -444,7 +414,7 @@ Result<struct stat> Filesystem::DoGetattr(Inode& inode) {
   ReaderLock tree(tree_mu_);
   struct stat st;
   SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(inode, &st));
-  return Translate(st, *object, "", &inode);
+  return StatOf(st, *object, "", &inode);
 }
 
 Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode) {
@@ -460,8 +430,7 @@ Result<std::shared_ptr<core::FileContents>> Filesystem::ContentsFor(Inode& inode
     file = object->OpenFile("", how);
   }
   SIGILFS_RETURN_IF_ERROR(file.status());
-  auto contents =
-      volume_->pages().Open(std::move(file).value(), "file " + std::to_string(inode.key_ino));
+  auto contents = tree_->Contents(std::move(file).value(), "file " + std::to_string(inode.key_ino));
   if (!contents.ok()) {
     Log("%s", contents.status().ToString().c_str());
     return contents.status();
@@ -555,8 +524,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   {
     MutexLock lock(inode->mu);
     if (!inode->contents) {
-      auto contents =
-          volume_->pages().Open(std::move(made.file), "file " + std::to_string(st.st_ino));
+      auto contents = tree_->Contents(std::move(made.file), "file " + std::to_string(st.st_ino));
       if (!contents.ok()) {
         failed = contents.status();
       } else {
@@ -588,7 +556,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
       s = now.status();
   }
   if (s.ok()) {
-    auto translated = Translate(st, at.dir->backing(), stored, inode.get());
+    auto translated = StatOf(st, at.dir->backing(), stored, inode.get());
     if (translated.ok())
       attr = *translated;
     else
@@ -728,12 +696,10 @@ std::vector<Filesystem::KernelName> Filesystem::NamesOf(Inode& inode) {
   }
   std::vector<KernelName> out;
   for (const core::Node::Name& n : names) {
-    auto dir = OpenInode(*n.parent);
+    auto dir = TreeDirOf(*n.parent);
     if (!dir.ok()) continue;
-    auto iv = DirIvOf(*n.parent, **dir);
-    if (!iv.ok()) continue;
-    auto plain = volume_->PlainName(**dir, *iv, n.stored);
-    if (plain.ok()) out.push_back({NodeId(*n.parent), std::move(plain).value()});
+    auto name = tree_->Listed(**dir, n.stored);
+    if (name.ok()) out.push_back({NodeId(*n.parent), name->plain()});
   }
   return out;
 }
@@ -1071,8 +1037,7 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
 Result<std::string> Filesystem::DoReadlink(Inode& inode) {
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
-  SIGILFS_ASSIGN_OR_RETURN(std::string sealed, object->ReadSymlink(""));
-  auto target = volume_->DecryptSymlinkTarget(sealed);
+  auto target = tree_->ReadLink(*object);
   if (!target.ok()) Log("readlink: %s", target.status().ToString().c_str());
   return target;
 }
@@ -1173,11 +1138,11 @@ void Filesystem::KeepRemoved(core::Node& node, Object object, const std::string&
     node.keeps_removed.store(true, std::memory_order_release);
     if (!target.empty()) {
       node.removed_target = target;
-      node.removed_target_volume = volume_.get();
+      node.removed_target_volume = &tree_->volume();
     }
     return;
   }
-  if (!target.empty()) volume_->ReleaseSymlinkTarget(target);
+  tree_->ReleaseTarget(target);
 }
 
 Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
@@ -1197,8 +1162,8 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
     MutexLock lock(inode->name_mu);
     RemoveName(*inode, parent, at.stored());
     KeepRemoved(*inode, std::move(removed.object), removed.target);
-  } else if (!removed.target.empty()) {
-    volume_->ReleaseSymlinkTarget(removed.target);
+  } else {
+    tree_->ReleaseTarget(removed.target);
   }
   return Status::Ok();
 }
@@ -1273,8 +1238,8 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
     MutexLock lock(replaced->name_mu);
     RemoveName(*replaced, new_parent, new_stored);
     KeepRemoved(*replaced, std::move(renamed.replaced.object), renamed.replaced.target);
-  } else if (!renamed.replaced.target.empty()) {
-    volume_->ReleaseSymlinkTarget(renamed.replaced.target);
+  } else {
+    tree_->ReleaseTarget(renamed.replaced.target);
   }
   std::shared_ptr<core::Node> moved = nodes_->Find(renamed.moved, parent, old_stored);
   nodes_->MoveName(parent, old_stored, new_parent, new_stored, /*exchange=*/false);

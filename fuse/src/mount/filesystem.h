@@ -311,8 +311,10 @@ class Filesystem {
   // A known node's entry, reached through its first name that still leads to it (ESTALE if
   // none does).
   Result<Entry> EntryOf(const std::shared_ptr<core::Node>& node) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  Result<struct stat> Translate(struct stat st, core::BackingDir& dir, const std::string& stored,
-                                const Inode* inode);
+  // The attributes shown of entry `stored` of `dir` (core::Tree::StatOf), stored ones `st`;
+  // `inode`, if known, may hold the file open.
+  Result<struct stat> StatOf(const struct stat& st, core::BackingDir& dir,
+                             const std::string& stored, Inode* inode);
   // A new entry (`object`) in the directory of `at` given to its maker (MountOptions::set_owner).
   // `known`, if given, holds the entry's stat, which spares asking for it; it is emptied when
   // the owner changes, since a chown may clear set-ID bits.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sigilfs/core/backing_dir.h"
+#include "sigilfs/core/node_table.h"
 #include "sigilfs/core/page_layer.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/mutex.h"
@@ -56,6 +57,17 @@ struct TreeOptions {
   // Errors name an entry by its vault path; without, by its stored name: a daemon whose log is
   // not encrypted keeps plaintext names out of it.
   bool plain_names_in_errors = true;
+  // Other front ends change the store too (a shared mount). The one rule for what a front end
+  // keeps of the store: a fact another front end can change while a node still matches its
+  // object is read again at every use. So a directory's IV (DirIvOf) is then read from the
+  // store each time: the directory may have been replaced by one its node still matches.
+  bool shared = false;
+  // Damage found on the way is repaired (a torn IV file put back from the directory's
+  // attribute); off for a read-only front end.
+  bool repair = true;
+  // What the tree notices and repairs on its own, one line each, for a front end's log. Lines
+  // name directories as the caller's `shown` does (a daemon's: no plaintext).
+  std::function<void(const std::string&)> log;
 };
 
 // Entry names are plaintext: one component, never empty, "." or "..", without '/' or NUL
@@ -153,6 +165,12 @@ class Tree {
   // directories' IVs), called `path` in errors.
   std::unique_ptr<Dir> DirOf(std::shared_ptr<BackingDir> backing, const DirIv& iv,
                              std::string path) const;
+  // The name IV of the directory a front end knows as `node`, read through `backing`, a handle
+  // the caller's operation opened on it: cached on the node, or, where the store is shared
+  // (TreeOptions::shared), read at every use. A torn IV file is put back from the directory's
+  // attribute (TreeOptions::repair); both, and failures, are logged naming it `shown()`.
+  Result<DirIv> DirIvOf(Node& node, BackingDir& backing, const std::function<std::string()>& shown)
+      SIGILFS_EXCLUDES(node.mu);
   // `plain` as an entry name of `dir`, its stored form derived once (kNameTooLong, EINVAL as
   // every call checks a name).
   Result<EntryName> Resolve(const Dir& dir, std::string_view plain) const;
@@ -171,8 +189,13 @@ class Tree {
   Result<Located> Locate(std::string_view path);
 
   // Attributes as the vault's user sees them: the backing entry's (lstat), a regular file's
-  // size its plaintext size.
+  // size its plaintext size, a symlink's its target's length.
   Result<struct stat> Stat(const Dir& dir, const EntryName& name);
+  // The same for an object a front end reached itself: entry `stored` of `dir` (an empty name:
+  // `dir` is the object), whose stored attributes are `st`. `open`, if given, is the regular
+  // file's open contents, whose size counts what is not written back yet.
+  Result<struct stat> StatOf(BackingDir& dir, const std::string& stored, struct stat st,
+                             const FileContents* open = nullptr) const;
   // The entry's attributes as stored: kind, identity, links, mode, owner, times, device (a
   // file's size is its cipher file's). What a walk needs, without opening a file: a damaged
   // sealed file still has them.
@@ -200,6 +223,11 @@ class Tree {
   Status MakeSymlink(const Dir& dir, const EntryName& name, std::string_view target,
                      const Finish& finish = {});
   Result<std::string> ReadLink(const Dir& dir, const EntryName& name);
+  // The target of the symlink `object` (a handle on the link itself).
+  Result<std::string> ReadLink(BackingDir& object) const;
+  // Removes a long symlink target's side file that a removal left to the caller
+  // (Removed::target), once the link is not read any more.
+  void ReleaseTarget(const std::string& target) const;
   // A new name `to_name` in `to` for non-directory `name` of `dir`.
   Status Link(const Dir& dir, const EntryName& name, const Dir& to, const EntryName& to_name);
   // What a removal did, for a caller that keeps reaching removed objects (a mount's nodes that
@@ -237,6 +265,10 @@ class Tree {
   };
   Result<NewFile> MakeFile(const Dir& dir, const EntryName& name, mode_t mode, bool exclusive,
                            bool keep_atime = false, const Finish& finish = {});
+  // The contents of a regular file the caller opened (NewFile::file, or BackingDir::OpenFile
+  // on a handle it holds) through the page layer; `label` names it in errors.
+  Result<std::unique_ptr<FileContents>> Contents(std::unique_ptr<BackingFile> file,
+                                                 std::string label) const;
   // Regular files: made (kExists if present and `exclusive`, else the existing one opened), or
   // opened (for writing or not), through the page layer.
   Result<std::unique_ptr<FileContents>> CreateFile(const Dir& dir, const EntryName& name,
