@@ -357,6 +357,84 @@ TEST_P(NamespaceModelTest, WhereTheStoreRenumbersNodesAreKnownByTheirNames) {
   EXPECT_EQ(Must(front->Lookup(front->root(), "b")), a);
 }
 
+// A tree over the test's store with `options`, and a handle on directory `name` of the root as
+// it is now (what an operation of a front end opens).
+struct TreeAndDir {
+  std::unique_ptr<Tree> tree;
+  std::unique_ptr<BackingDir> dir;
+};
+
+TEST_P(NamespaceModelTest, ADirectoryIvIsCachedOnItsNodeUnlessTheStoreIsShared) {
+  ASSERT_TRUE(a_->MakeDir(a_->root(), "d").ok());
+  auto open = [&](bool shared) {
+    TreeOptions options;
+    options.shared = shared;
+    auto tree =
+        std::move(Tree::Open(*volume_, std::move(store_->OpenObject("")).value(), options)).value();
+    auto root = std::move(tree->Root()).value();
+    auto stored = *tree->Resolve(*root, "d");
+    return TreeAndDir{std::move(tree), std::move(store_->OpenObject(stored.stored())).value()};
+  };
+  const auto shown = [] { return std::string("d"); };
+  TreeAndDir cached = open(false), shared = open(true);
+  auto node = std::make_shared<Node>(), shared_node = std::make_shared<Node>();
+  const DirIv before = *volume_->ReadDirIv(*cached.dir);
+  EXPECT_EQ(*cached.tree->DirIvOf(*node, *cached.dir, shown), before);
+  EXPECT_EQ(*shared.tree->DirIvOf(*shared_node, *shared.dir, shown), before);
+  {
+    MutexLock lock(node->mu);
+    EXPECT_EQ(node->iv, before);
+  }
+  {
+    MutexLock lock(shared_node->mu);
+    EXPECT_FALSE(shared_node->iv.has_value()) << "nothing is cached of a shared store";
+  }
+
+  // Another front end replaces the directory (rm -rf d; mkdir d): a new IV.
+  auto root = std::move(a_->tree().Root()).value();
+  ASSERT_TRUE(a_->tree().RemoveDir(*root, "d").ok());
+  ASSERT_TRUE(a_->tree().MakeDir(*root, "d", 0755).ok());
+  TreeAndDir now = open(false);
+  const DirIv after = *volume_->ReadDirIv(*now.dir);
+  ASSERT_NE(after, before);
+  // A private store's front end made every change itself: its cache stands. A shared one reads
+  // the IV the store holds now, at every use.
+  EXPECT_EQ(*cached.tree->DirIvOf(*node, *now.dir, shown), before);
+  EXPECT_EQ(*shared.tree->DirIvOf(*shared_node, *now.dir, shown), after);
+}
+
+TEST_P(NamespaceModelTest, ATornIvFileIsRepairedByTheTreeUnlessReadOnly) {
+  ASSERT_TRUE(a_->MakeDir(a_->root(), "d").ok());
+  auto root = std::move(a_->tree().Root()).value();
+  const std::string stored = a_->tree().Resolve(*root, "d")->stored();
+  auto dir = std::move(store_->OpenObject(stored)).value();
+  const DirIv iv = *volume_->ReadDirIv(*dir);
+  ASSERT_TRUE((*dir->OpenFile(kDirIvFileName, {}))->Truncate(5).ok());  // what a crash leaves
+  bool from_attribute = false;
+  if (!volume_->ReadDirIv(*dir, &from_attribute).ok() || !from_attribute)
+    GTEST_SKIP() << "the store keeps no extended attributes";
+  for (const bool repair : {false, true}) {
+    std::vector<std::string> log;
+    TreeOptions options;
+    options.repair = repair;
+    options.log = [&log](const std::string& line) { log.push_back(line); };
+    auto tree =
+        std::move(Tree::Open(*volume_, std::move(store_->OpenObject("")).value(), options)).value();
+    auto node = std::make_shared<Node>();
+    EXPECT_EQ(*tree->DirIvOf(*node, *dir, [] { return std::string("d"); }), iv);
+    // Repaired and reported once; a read-only front end reads the attribute and changes nothing.
+    ASSERT_EQ(log.size(), repair ? 1u : 0u);
+    if (repair) {
+      EXPECT_NE(log[0].find("directory d: IV file torn"), std::string::npos) << log[0];
+      EXPECT_NE(log[0].find("file restored"), std::string::npos) << log[0];
+    }
+    EXPECT_EQ(dir->Stat(kDirIvFileName)->st_size, static_cast<off_t>(repair ? kDirIvSize : 5));
+    // Once cached, the node's IV is not read again: nothing more to repair or to log.
+    EXPECT_EQ(*tree->DirIvOf(*node, *dir, [] { return std::string("d"); }), iv);
+    EXPECT_EQ(log.size(), repair ? 1u : 0u);
+  }
+}
+
 SIGILFS_INSTANTIATE_FOR_STORES(NamespaceModelTest);
 
 }  // namespace

@@ -1,16 +1,14 @@
-// The mounted filesystem's operations over the cipher directory (names, inodes, contents).
+// The mount's operations: each request turned into calls of core::Tree, the node table and
+// core::permissions, and their results back (the nodes themselves: nodes.cc).
 #include "filesystem.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -18,10 +16,12 @@
 #include "log.h"
 #include "sigilfs/core/acl.h"
 #include "sigilfs/core/names.h"
+#include "sigilfs/core/permissions.h"
 
 namespace sigilfs::fuse {
 
 namespace acl = core::acl;
+namespace permissions = core::permissions;
 namespace {
 
 using core::DirIv;
@@ -34,6 +34,19 @@ bool DebugOps() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read once, before any thread needs it
   static const bool kOn = std::getenv("SIGILFS_DEBUG_OPS") != nullptr;
   return kOn;
+}
+
+// The caller's groups, as the permission rules ask for them.
+permissions::InGroup InGroupOf(const Caller& caller) {
+  return [&caller](gid_t gid) { return caller.InGroup(gid); };
+}
+
+// A stored ACL or attribute that does not open is logged, without its name (the user's; the
+// log is not encrypted).
+Status Logged(const char* what, const Status& s) {
+  if (s.code() == Code::kAuthFailed || s.code() == Code::kCorrupt)
+    Log("%s: %s", what, s.ToString().c_str());
+  return s;
 }
 
 }  // namespace
@@ -68,71 +81,6 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
 
 Filesystem::~Filesystem() { FlushAll(); }
 
-std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
-  // The kernel only names node ids it was given and has not forgotten: the table holds them.
-  return AsInode(nodes_->Get(nodeid));
-}
-
-void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
-  std::vector<std::shared_ptr<core::Node>> dropped;  // released outside the table's lock
-  nodes_->Forget(nodeid, n, &dropped);
-  // A node only this holds closes now: if it kept a removed object, never beside a rmdir on
-  // the store (removal_mu_).
-  bool closes_removed = std::any_of(dropped.begin(), dropped.end(), [](const auto& node) {
-    return node.use_count() == 1 && node->keeps_removed.load(std::memory_order_acquire);
-  });
-  if (!closes_removed) return;
-  ReaderLock closing(removal_mu_);
-  dropped.clear();
-}
-
-NodeStats Filesystem::node_stats() const {
-  const core::NodeCounts counts = nodes_->counts();
-  return {counts.nodes,
-          counts.remembered,
-          handle_lookups_.load(std::memory_order_relaxed),
-          getattrs_.load(std::memory_order_relaxed),
-          getxattrs_.load(std::memory_order_relaxed),
-          lookups_.load(std::memory_order_relaxed)};
-}
-
-Result<Object> Filesystem::OpenInode(const core::Node& inode, struct stat* st_out) const {
-  auto& node = const_cast<core::Node&>(inode);
-  // A node is reached by path, so a name that went stale (its entry replaced behind our back)
-  // would silently resolve to another object: check that what was opened is this node's
-  // cipher inode, and drop names that no longer lead to it.
-  for (;;) {
-    std::string first;
-    if (&inode != root_.get()) {
-      MutexLock lock(node.name_mu);
-      if (node.names.empty()) {
-        if (!node.removed) return Status(Code::kNotFound, "unlinked");
-        // Removed here while the kernel holds it: through the handle kept for it.
-        if (st_out != nullptr) {
-          SIGILFS_ASSIGN_OR_RETURN(*st_out, node.removed->Stat(""));
-        }
-        return node.removed;
-      }
-      first = node.names.front().stored;
-    }
-    auto object = root_dir_->OpenObject(&inode == root_.get() ? "" : PathLocked(inode));
-    if (!object.ok()) {
-      const int e = object.status().sys_errno();
-      if (e != ENOENT && e != ENOTDIR && e != ELOOP) return object.status();
-    } else if (auto st = (*object)->Stat("");
-               st.ok() && st->st_dev == inode.key_dev &&
-               (keeps_inode_numbers_ ? st->st_ino == inode.key_ino
-                                     : (st->st_mode & S_IFMT) == inode.type)) {
-      if (st_out != nullptr) *st_out = *st;
-      return Object(std::move(object).value());
-    }
-    if (&inode == root_.get()) return Status(Code::kIoError, "the cipher root moved");
-    MutexLock lock(node.name_mu);
-    if (!node.names.empty() && node.names.front().stored == first)
-      node.names.erase(node.names.begin());  // stale: try the next name, if any
-  }
-}
-
 Result<DirIv> Filesystem::DirIvOf(core::Node& dir, core::BackingDir& backing) {
   // Cached on the node, or read at every use in shared mode (core::TreeOptions::shared).
   return tree_->DirIvOf(dir, backing, [this, &dir] {
@@ -159,36 +107,6 @@ Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& nam
   return at;
 }
 
-uint64_t Filesystem::PersistentId(core::BackingDir& at, const std::string& at_name,
-                                  const struct stat& st) {
-  auto handle = at.Handle(at_name);
-  // FILEID_INO32_GEN: the 32-bit inode number, then the generation.
-  if (!handle.ok() || handle->type != 1 || handle->bytes.size() != 8) return 0;
-  uint32_t ino = 0, gen = 0;
-  std::memcpy(&ino, handle->bytes.data(), 4);
-  std::memcpy(&gen, handle->bytes.data() + 4, 4);
-  if (ino != st.st_ino) return 0;
-  const uint64_t id = (uint64_t{gen & 0x7fffffffU} << 32) | ino;
-  return id > 1 ? id : 0;  // 0 and 1 (the root) are the kernel's
-}
-
-Result<std::shared_ptr<Inode>> Filesystem::Intern(const struct stat& st,
-                                                  const std::shared_ptr<core::Node>& parent,
-                                                  const std::string& stored, core::BackingDir& at,
-                                                  const std::string& at_name) {
-  // A table hit found under another name is this object if that name still leads to it.
-  auto still_there = [this](const core::Node::Name& first, const struct stat& now_st) {
-    tree_mu_.AssertHeld();  // the caller's, shared
-    auto dir = OpenInode(*first.parent);
-    if (!dir.ok()) return false;
-    auto now = (*dir)->Stat(first.stored);
-    return now.ok() && now->st_dev == now_st.st_dev && now->st_ino == now_st.st_ino;
-  };
-  // An id that persists across mounts, where the store's file handles give one.
-  auto persistent = [&] { return keeps_inode_numbers_ ? PersistentId(at, at_name, st) : 0; };
-  return AsInode(nodes_->Intern(st, parent, stored, still_there, persistent));
-}
-
 Result<struct stat> Filesystem::StatOf(const struct stat& st, core::BackingDir& dir,
                                        const std::string& stored, Inode* inode) {
   std::shared_ptr<core::FileContents> open;  // its size counts what is not written back yet
@@ -202,198 +120,10 @@ Result<struct stat> Filesystem::StatOf(const struct stat& st, core::BackingDir& 
   return shown;
 }
 
-Result<Entry> Filesystem::EntryAt(const std::shared_ptr<core::Node>& parent, core::BackingDir& dir,
-                                  const std::string& stored) {
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, dir.Stat(stored));
-  SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode, Intern(st, parent, stored, dir, stored));
-  auto attr = StatOf(st, dir, stored, inode.get());
-  if (!attr.ok()) {
-    const Code code = attr.status().code();
-    if (S_ISREG(st.st_mode) && (code == Code::kCorrupt || code == Code::kAuthFailed)) {
-      // A file whose size cannot be established (a sealed file with a damaged record or
-      // trailer) is still an entry, so it can be unlinked, renamed or replaced. The kernel does
-      // not cache its attributes: a stat asks again and gets the error, and opening it fails.
-      st.st_size = 0;
-      return Entry{std::move(inode), st, true};
-    }
-    Forget(NodeId(*inode), 1);
-    return attr.status();
-  }
-  return Entry{std::move(inode), *attr};
-}
-
 Result<Entry> Filesystem::DoLookup(Inode& parent, const std::string& name) {
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
-}
-
-namespace {
-Status Stale(const char* why) { return Status(Code::kIoError, why, ESTALE); }
-}  // namespace
-
-Result<Entry> Filesystem::DoLookupHandle(uint64_t nodeid) {
-  handle_lookups_.fetch_add(1, std::memory_order_relaxed);
-  ReaderLock tree(tree_mu_);
-  std::shared_ptr<core::Node> node = nodes_->Known(nodeid);
-  if (!node) {
-    // Only ids made from the store's file handles can name an object no node holds.
-    if ((nodeid & (uint64_t{1} << 63)) != 0) return Stale("file handle of a node no longer known");
-    return ResolvePersistentId(nodeid);
-  }
-  return EntryOf(node);
-}
-
-namespace {
-// Entries of the vault's tree that a search for a file may visit: an entry name of the vault's
-// own (a `.` in it) only if it is a long name's entry.
-bool IsEntryName(std::string_view stored) {
-  return !core::NameCodec::IsReserved(stored) || core::NameCodec::IsLongName(stored);
-}
-}  // namespace
-
-std::vector<std::string> Filesystem::PathInVault(core::BackingDir& object) const {
-  return root_dir_->PathTo(object);
-}
-
-std::vector<std::string> Filesystem::FindInVault(uint64_t ino) const {
-  // Breadth first, by the directory entries' own inode numbers (no stat), never following a
-  // symlink; at most kFindBudget entries, so that a forged handle costs a bounded search.
-  constexpr size_t kFindBudget = 4'000'000;
-  size_t seen = 0;
-  std::deque<std::string> dirs{""};
-  while (!dirs.empty() && seen < kFindBudget) {
-    const std::string dir = std::move(dirs.front());
-    dirs.pop_front();
-    auto d = root_dir_->OpenObject(dir);
-    if (!d.ok()) continue;
-    std::vector<std::string> found;
-    (void)(*d)->List(0, [&](const core::BackingEntry& e) {
-      if (!IsEntryName(e.name)) return true;
-      ++seen;
-      if (e.ino == ino && !S_ISDIR(e.type) && e.type != 0) {
-        found.push_back(e.name);
-        return false;
-      }
-      if (S_ISDIR(e.type) || e.type == 0) dirs.push_back(dir.empty() ? e.name : dir + "/" + e.name);
-      return true;
-    });
-    if (!found.empty()) {
-      std::vector<std::string> parts;
-      for (size_t at = 0; !dir.empty() && at <= dir.size();) {
-        const size_t slash = std::min(dir.find('/', at), dir.size());
-        parts.push_back(dir.substr(at, slash - at));
-        at = slash + 1;
-      }
-      parts.push_back(found.front());
-      return parts;
-    }
-  }
-  return {};
-}
-
-Result<Entry> Filesystem::ResolvePersistentId(uint64_t nodeid) {
-  // The backing handle the id was made from, with either top bit of the generation.
-  const auto ino = static_cast<uint32_t>(nodeid);
-  std::unique_ptr<core::BackingDir> object;
-  for (const uint32_t top : {0U, 0x80000000U}) {
-    core::BackingDir::ObjectHandle handle;
-    handle.type = 1;  // FILEID_INO32_GEN
-    handle.bytes.resize(8);
-    const uint32_t gen = static_cast<uint32_t>(nodeid >> 32) | top;
-    std::memcpy(handle.bytes.data(), &ino, 4);
-    std::memcpy(handle.bytes.data() + 4, &gen, 4);
-    if (auto opened = root_dir_->OpenByHandle(handle); opened.ok()) {
-      object = std::move(opened).value();
-      break;
-    }
-  }
-  if (!object) return Stale("no such object (or no CAP_DAC_READ_SEARCH to find it)");
-  auto st = object->Stat("");
-  if (!st.ok() || st->st_dev != root_->key_dev || st->st_ino != ino)
-    return Stale("not an object of the vault's filesystem");
-  // Where it is: the path the backing filesystem knows it by (a directory's always, as it is
-  // reconnected to its parents; a file's while its directory entry is cached), checked below by
-  // walking it from the cipher root to this very object, which is what proves the object is the
-  // vault's (not another vault's on the same filesystem, nor anything else there). Otherwise the
-  // vault is searched for the inode number.
-  auto found = WalkToPersistentId(PathInVault(*object), *st, nodeid);
-  if (!found.ok() && !S_ISDIR(st->st_mode))
-    found = WalkToPersistentId(FindInVault(st->st_ino), *st, nodeid);
-  return found;
-}
-
-Result<Entry> Filesystem::WalkToPersistentId(const std::vector<std::string>& parts,
-                                             const struct stat& st, uint64_t nodeid) {
-  if (parts.empty()) return Stale("not found inside the vault");
-  // Each level interned as a lookup would (one reference each, given back below but for the
-  // object's own, which goes to the kernel), so the object's node has its name and parents.
-  std::vector<Entry> chain;
-  auto stale = [&](const char* why) {
-    for (const Entry& e : chain) Forget(NodeId(*e.inode), 1);
-    return Stale(why);
-  };
-  std::shared_ptr<core::Node> parent = root_;
-  Object dir = root_dir_;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string& stored = parts[i];
-    if (stored.empty() || !IsEntryName(stored)) return stale("not a name of the vault");
-    auto entry = EntryAt(parent, *dir, stored);
-    if (!entry.ok()) return stale("the path does not lead to it");
-    chain.push_back(std::move(entry).value());
-    if (i + 1 < parts.size()) {
-      if (!S_ISDIR(chain.back().attr.st_mode)) return stale("the path does not lead to it");
-      auto sub = dir->OpenDir(stored);
-      if (!sub.ok()) return stale("the path does not lead to it");
-      dir = std::move(sub).value();
-      parent = chain.back().inode;
-    }
-  }
-  const Entry& last = chain.back();
-  if (last.inode->key_dev != st.st_dev || last.inode->key_ino != st.st_ino ||
-      NodeId(*last.inode) != nodeid)
-    return stale("the path leads to another object");
-  Entry found = last;
-  chain.pop_back();
-  for (const Entry& e : chain) Forget(NodeId(*e.inode), 1);
-  return found;
-}
-
-Result<Entry> Filesystem::DoLookupParent(Inode& dir) {
-  ReaderLock tree(tree_mu_);
-  if (&dir == root_.get()) return EntryOf(root_);
-  // Drops names that no longer lead to it, so the first one is its parent.
-  SIGILFS_RETURN_IF_ERROR(OpenInode(dir).status());
-  std::shared_ptr<core::Node> parent;
-  {
-    MutexLock lock(dir.name_mu);
-    if (dir.names.empty()) return Stale("the directory was removed");
-    parent = dir.names.front().parent;
-  }
-  return EntryOf(parent);
-}
-
-Result<Entry> Filesystem::EntryOf(const std::shared_ptr<core::Node>& node) {
-  if (node == root_) {
-    SIGILFS_ASSIGN_OR_RETURN(struct stat st, root_dir_->Stat(""));
-    return Entry{root_, st};  // the kernel counts no lookups of the root
-  }
-  // OpenInode drops the names that no longer lead to the node; the first left leads to it.
-  if (auto object = OpenInode(*node); !object.ok())
-    return object.status().code() == Code::kNotFound ? Stale("unlinked") : object.status();
-  core::Node::Name first;
-  {
-    MutexLock lock(node->name_mu);
-    if (node->names.empty()) return Stale("unlinked");
-    first = node->names.front();
-  }
-  SIGILFS_ASSIGN_OR_RETURN(Object dir, OpenInode(*first.parent));
-  SIGILFS_ASSIGN_OR_RETURN(Entry entry, EntryAt(first.parent, *dir, first.stored));
-  if (entry.inode != node) {  // replaced meanwhile: the handle's object is gone
-    Forget(NodeId(*entry.inode), 1);
-    return Stale("the name now leads to another object");
-  }
-  return entry;
 }
 
 Result<Entry> Filesystem::DoLookupStored(Inode& parent, core::BackingDir& dir,
@@ -498,7 +228,7 @@ core::Tree::Finish Filesystem::FinishFor(const Place& at, const NewModes& modes,
     SIGILFS_ASSIGN_OR_RETURN(struct stat now, object.Stat(""));
     std::optional<struct stat> st = now;
     SIGILFS_RETURN_IF_ERROR(Chown(object, at, caller, &st));
-    return FinishNew(object, modes, st ? &*st : nullptr);
+    return permissions::FinishNew(*tree_, object, modes, st ? &*st : nullptr);
   };
 }
 
@@ -617,14 +347,8 @@ Result<size_t> Filesystem::DoWrite(Inode& inode, uint64_t offset, core::Source& 
 Result<std::optional<mode_t>> Filesystem::ClearSetId(Inode& inode, const Caller& caller) {
   if (!S_ISREG(inode.type)) return std::optional<mode_t>();
   // The mode without the bits the caller's change removes; nullopt if it keeps them all.
-  auto cleared = [&caller](const struct stat& st) -> std::optional<mode_t> {
-    const mode_t now = st.st_mode & 07777;
-    if ((now & (S_ISUID | S_ISGID)) == 0) return std::nullopt;
-    // Group membership matters only for set-group-ID without group execute.
-    const bool sgid_needs_group = (now & (S_ISGID | S_IXGRP)) == S_ISGID;
-    const mode_t mode = WithoutSetId(now, !sgid_needs_group || caller.InGroup(st.st_gid));
-    if (mode == now || (caller.fsetid && caller.fsetid())) return std::nullopt;
-    return mode;
+  auto cleared = [&caller](const struct stat& st) {
+    return permissions::ClearedSetId(st, InGroupOf(caller), caller.fsetid);
   };
   {
     // An open file (every write's): its descriptor, without walking the path. Writes by callers
@@ -734,19 +458,9 @@ Status CheckXattrName(const std::string& name, bool acls) {
   return Status::FromErrno(EOPNOTSUPP, "xattr namespace");
 }
 
-const std::string kAccessAcl(acl::kAccessName), kDefaultAcl(acl::kDefaultName);
+const std::string kAccessAcl(acl::kAccessName);
 
 }  // namespace
-
-Result<std::vector<uint8_t>> Filesystem::ReadXattr(core::BackingDir& object,
-                                                   const std::string& name) {
-  auto value = tree_->GetXattr(object, name);
-  // Logged without the attribute's name, which is the user's (the log is not encrypted).
-  if (!value.ok() &&
-      (value.status().code() == Code::kAuthFailed || value.status().code() == Code::kCorrupt))
-    Log("extended attribute: %s", value.status().ToString().c_str());
-  return value;
-}
 
 Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                           const Caller& caller) {
@@ -766,79 +480,14 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   } else {
     SIGILFS_ASSIGN_OR_RETURN(object, OpenInode(inode, &st));
   }
-  const mode_t current = st.st_mode & 07777;
-  const std::vector<uint8_t> bytes = acl::Serialize(*parsed);
-  if (name == kDefaultAcl) {
-    // Only directories have one (the kernel refuses the others before asking, as ext4 does).
-    if (!S_ISDIR(st.st_mode)) return Status::FromErrno(EACCES, "default ACL on a non-directory");
-    return tree_->StoreAcl(*object, name, &bytes, flags, current);
-  }
-  // FUSE leaves posix_acl_update_mode to the server: the mode follows the ACL, an ACL the mode
-  // says in full is not stored, and set-group-ID goes unless the caller is in the file's group.
-  mode_t perms = 0;
-  const bool equivalent = acl::EquivalentMode(*parsed, &perms);
-  mode_t mode = (current & ~0777u) | perms;
-  if ((mode & S_ISGID) != 0 && !caller.InGroup(st.st_gid)) mode &= ~S_ISGID;
-  if (DebugOps())
-    Log("op setacl ino=%llu mode %o -> %o equivalent=%d", (unsigned long long)st.st_ino, current,
-        mode, equivalent ? 1 : 0);
-  if (!acls()) {
-    if (!equivalent) return Status::FromErrno(EOPNOTSUPP, "ACLs are off (-o acl)");
-    return mode != current ? object->SetMode("", mode) : Status::Ok();
-  }
-  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-    // The backing filesystem keeps no `user.*` attributes on special files: only what the mode
-    // can say is possible there.
-    if (!equivalent) return Status::FromErrno(EOPNOTSUPP, "ACL on a special file");
-    return mode != current ? object->SetMode("", mode) : Status::Ok();
-  }
-  return tree_->StoreAcl(*object, name, equivalent ? nullptr : &bytes, flags, mode);
+  return permissions::SetAcl(*tree_, *object, st, name, *parsed, flags, acls(), InGroupOf(caller));
 }
 
 Result<Filesystem::NewModes> Filesystem::ModesForNew(core::BackingDir& parent, mode_t type,
                                                      mode_t mode, const Caller& caller) {
-  NewModes out;
-  out.mode = mode & 07777;
-  if (acls()) {
-    // With POSIX ACLs the kernel neither applies the umask nor inherits default ACLs for FUSE:
-    // posix_acl_create is the daemon's.
-    auto inherited = ReadXattr(parent, kDefaultAcl);
-    if (inherited.ok()) {
-      auto parsed = acl::Parse(*inherited);
-      if (!parsed.ok()) {
-        Log("default ACL of directory: %s", parsed.status().ToString().c_str());
-        return Status(Code::kCorrupt, "stored default ACL");
-      }
-      if (acl::CreateMasq(*parsed, &out.mode)) out.access_acl = acl::Serialize(*parsed);
-      if (S_ISDIR(type)) out.default_acl = std::move(*inherited);
-      return out;
-    }
-    // No attribute, or none possible there: no default ACL.
-    const int e = inherited.status().sys_errno();
-    if (e != ENODATA && e != EOPNOTSUPP) return inherited.status();
-  }
-  out.mode &= ~caller.umask;
-  return out;
-}
-
-Status Filesystem::FinishNew(core::BackingDir& object, const NewModes& modes,
-                             const struct stat* known) {
-  // The access ACL first: until it is stored the entry has its owner's bits only.
-  if (!modes.access_acl.empty())
-    SIGILFS_RETURN_IF_ERROR(tree_->StoreAcl(object, kAccessAcl, &modes.access_acl, 0, modes.mode));
-  if (!modes.default_acl.empty())
-    SIGILFS_RETURN_IF_ERROR(
-        tree_->StoreAcl(object, kDefaultAcl, &modes.default_acl, 0, modes.mode));
-  // The daemon's own umask applied to the cipher object too, and a chown by root clears
-  // set-ID bits: the mode asked for wins. (A stored ACL may have changed the mode.)
-  struct stat st;
-  if (known != nullptr && modes.access_acl.empty() && modes.default_acl.empty()) {
-    st = *known;
-  } else {
-    SIGILFS_ASSIGN_OR_RETURN(st, object.Stat(""));
-  }
-  if ((st.st_mode & 07777) != modes.mode) return object.SetMode("", modes.mode);
-  return Status::Ok();
+  auto modes = permissions::ForNew(*tree_, parent, type, mode, caller.umask, acls());
+  if (!modes.ok()) (void)Logged("default ACL of directory", modes.status());
+  return modes;
 }
 
 Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags,
@@ -863,7 +512,9 @@ Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::str
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
-  return ReadXattr(*object, name);
+  auto value = tree_->GetXattr(*object, name);
+  if (!value.ok()) (void)Logged("extended attribute", value.status());
+  return value;
 }
 
 Result<std::string> Filesystem::DoListxattr(Inode& inode) {
@@ -891,12 +542,10 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "removexattr");
   if (acl::IsAclName(name)) {
-    // As on ext4, removing an ACL that is not there is no error (and changes no mode).
     ReaderLock tree(tree_mu_);
     struct stat st;
     SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode, &st));
-    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return Status::Ok();  // never stored
-    return tree_->StoreAcl(*object, name, nullptr, 0, st.st_mode & 07777);
+    return permissions::RemoveAcl(*tree_, *object, st, name);
   }
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
@@ -966,27 +615,8 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
       SIGILFS_ASSIGN_OR_RETURN(object, OpenInode(inode));
     }
     if ((to_set & kSetMode) != 0 && !S_ISLNK(inode.type)) {
-      const mode_t mode = attr.st_mode & 07777;
-      // The kernel leaves a FUSE server's ACLs alone on chmod (posix_acl_chmod is the
-      // server's): the owner, group-class (mask) and other entries follow the new mode.
-      std::vector<uint8_t> rewritten;
-      if (acls() && (S_ISREG(inode.type) || S_ISDIR(inode.type))) {
-        auto value = ReadXattr(*object, kAccessAcl);
-        if (value.ok()) {
-          auto parsed = acl::Parse(*value);
-          if (!parsed.ok()) return Status(Code::kCorrupt, "stored access ACL");
-          acl::Chmod(*parsed, mode);
-          rewritten = acl::Serialize(*parsed);
-        } else if (value.status().sys_errno() != ENODATA &&
-                   value.status().sys_errno() != EOPNOTSUPP) {
-          return value.status();
-        }
-      }
-      if (!rewritten.empty()) {
-        SIGILFS_RETURN_IF_ERROR(tree_->StoreAcl(*object, kAccessAcl, &rewritten, 0, mode));
-      } else {
-        SIGILFS_RETURN_IF_ERROR(object->SetMode("", mode));
-      }
+      const Status s = permissions::Chmod(*tree_, *object, inode.type, attr.st_mode, acls());
+      SIGILFS_RETURN_IF_ERROR(Logged("access ACL", s));
     }
     if ((to_set & (kSetUid | kSetGid)) != 0) {
       const uid_t uid = (to_set & kSetUid) ? attr.st_uid : static_cast<uid_t>(-1);
@@ -1049,16 +679,7 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
                            ModesForNew(at.dir->backing(), mode & S_IFMT, mode, caller));
-  if (!S_ISREG(mode) && !modes.access_acl.empty()) {
-    // The backing filesystem keeps no `user.*` attributes on special files: they get the mode
-    // the inherited ACL allows, without its named entries. Their group bits become what the
-    // owning group itself may do, not the mask (which would hand the group what only named
-    // entries were given).
-    auto parsed = acl::Parse(modes.access_acl);
-    const mode_t group = parsed.ok() ? acl::OwningGroupPerms(*parsed) : 0;
-    modes.mode = (modes.mode & ~static_cast<mode_t>(S_IRWXG)) | (group << 3);
-    modes.access_acl.clear();
-  }
+  if (!S_ISREG(mode)) permissions::WithoutAcl(modes);  // no `user.*` attributes there
   SIGILFS_RETURN_IF_ERROR(tree_->MakeNode(*at.dir, at.name, (mode & S_IFMT) | modes.initial(), rdev,
                                           FinishFor(at, modes, caller)));
   if (DebugOps())
@@ -1110,39 +731,6 @@ Result<Entry> Filesystem::DoLink(Inode& inode, Inode& new_parent, const std::str
   SIGILFS_ASSIGN_OR_RETURN(core::EntryName from_name, tree_->Listed(*from_dir, from.stored));
   SIGILFS_RETURN_IF_ERROR(tree_->Link(*from_dir, from_name, *at.dir, at.name));
   return EntryAt(new_parent.shared_from_this(), at.dir->backing(), at.stored());
-}
-
-core::Tree::Removed Filesystem::KeepOnRemoval(std::shared_ptr<core::Node>* node,
-                                              const core::Node& parent, const std::string& stored) {
-  core::Tree::Removed removed;
-  removed.keep = [this, node, &parent, stored](const struct stat& st) {
-    tree_mu_.AssertHeld();  // the caller's, for the whole removal
-    *node = nodes_->Find(st, parent, stored);
-    if (!*node || (*node)->removed) return false;
-    // Another link (a hard link never looked up here) keeps the object, and an unlinked file
-    // the kernel still caches may stay cached long: only an object this removal deletes is
-    // kept.
-    if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) return false;
-    {
-      MutexLock lock((*node)->name_mu);
-      if ((*node)->names.size() > 1) return false;  // still reached through another name
-    }
-    return nodes_->Lookups(**node) > 0;  // forgotten by the kernel: nothing can ask
-  };
-  return removed;
-}
-
-void Filesystem::KeepRemoved(core::Node& node, Object object, const std::string& target) {
-  if (object && node.names.empty() && !node.removed) {
-    node.removed = std::move(object);
-    node.keeps_removed.store(true, std::memory_order_release);
-    if (!target.empty()) {
-      node.removed_target = target;
-      node.removed_target_volume = &tree_->volume();
-    }
-    return;
-  }
-  tree_->ReleaseTarget(target);
 }
 
 Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
@@ -1276,35 +864,6 @@ void Filesystem::DoReleasedir(DirHandle* handle) {
     released = std::move(it->second);
     dir_handles_.erase(it);
   }
-}
-
-void Filesystem::WatchAtimeOptions(std::function<std::string()> probe) {
-  atime_probe_ = std::move(probe);
-  atime_checked_ns_.store(0);
-  (void)NoAtime(false);
-}
-
-bool Filesystem::NoAtime(bool directory) {
-  const auto now = std::chrono::steady_clock::now().time_since_epoch();
-  const std::chrono::steady_clock::duration checked(atime_checked_ns_.load());
-  if (atime_probe_ && now - checked >= std::chrono::seconds(1)) {
-    MutexLock lock(atime_mu_, std::try_to_lock);
-    if (lock.owns_lock()) {
-      bool noatime = false, nodiratime = false;
-      const std::string options = atime_probe_();
-      for (size_t at = 0; at <= options.size();) {
-        const size_t comma = std::min(options.find(',', at), options.size());
-        const std::string_view option = std::string_view(options).substr(at, comma - at);
-        noatime = noatime || option == "noatime";
-        nodiratime = nodiratime || option == "nodiratime";
-        at = comma + 1;
-      }
-      noatime_.store(noatime);
-      nodiratime_.store(nodiratime);
-      atime_checked_ns_.store(now.count());
-    }
-  }
-  return noatime_.load() || (directory && nodiratime_.load());
 }
 
 void Filesystem::FlushAll() {

@@ -1,5 +1,5 @@
-// The mounted filesystem: inode table and every operation as DoX() returning Status/Result;
-// lowlevel.cc turns requests into these calls and results into replies.
+// The mounted filesystem: every operation as DoX() returning Status/Result (filesystem.cc), over
+// its nodes (nodes.cc); lowlevel.cc turns requests into these calls and results into replies.
 #pragma once
 
 #include <sys/stat.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sigilfs/core/node_table.h"
+#include "sigilfs/core/permissions.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/core/verity.h"
 #include "sigilfs/core/volume.h"
@@ -166,15 +167,10 @@ class Filesystem {
   std::vector<KernelName> NamesOf(Inode& inode);
   // Clears set-user-ID, and set-group-ID where the group may execute or the caller is not in
   // the file's group, as a write, truncate, O_TRUNC open or fallocate by a caller without
-  // CAP_FSETID must (the kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2; the rule
-  // is the kernel's setattr_should_drop_suidgid). The new permission bits if the mode changed.
+  // CAP_FSETID must (the kernel leaves it to the daemon under FUSE_HANDLE_KILLPRIV_V2; the rule,
+  // core::permissions::ClearedSetId, is the kernel's setattr_should_drop_suidgid). The new
+  // permission bits if the mode changed.
   Result<std::optional<mode_t>> ClearSetId(Inode& inode, const Caller& caller);
-  // `mode` as ClearSetId leaves it, for a caller in the file's group or not.
-  static mode_t WithoutSetId(mode_t mode, bool in_group) {
-    mode &= ~static_cast<mode_t>(S_ISUID);
-    if ((mode & S_IXGRP) != 0 || !in_group) mode &= ~static_cast<mode_t>(S_ISGID);
-    return mode;
-  }
   Status DoFsync(Inode& inode, bool datasync);
   Status DoRelease(Inode& inode, bool writer);
 
@@ -286,22 +282,10 @@ class Filesystem {
                                         const std::string& stored, core::BackingDir& at,
                                         const std::string& at_name)
       SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // A node id that every mount of the vault gives the object `at`/`at_name` (`st`): made from
-  // the backing filesystem's file handle where that is an inode number and a 32-bit generation
-  // (ext2/3/4, XFS with 32-bit inode numbers), the generation's top bit dropped so that ids of
-  // addresses (top bit set) never meet them; 0 where there is none.
-  static uint64_t PersistentId(core::BackingDir& at, const std::string& at_name,
-                               const struct stat& st);
   // A node id from an earlier mount (or one forged): the object its backing file handle opens,
   // if the backing filesystem still has it and it lies inside the vault, reached again by its
   // path from the cipher root (needs CAP_DAC_READ_SEARCH, which a root daemon has).
   Result<Entry> ResolvePersistentId(uint64_t nodeid) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // The stored names from the cipher root to `object` as the backing filesystem knows its path
-  // (not checked), or none where it names none inside the vault.
-  std::vector<std::string> PathInVault(core::BackingDir& object) const;
-  // The stored names leading to a non-directory entry with inode number `ino`, searched for
-  // through the whole vault (a bounded search), or none.
-  std::vector<std::string> FindInVault(uint64_t ino) const;
   // `parts` walked from the cipher root, each level interned: the entry of the last if it is
   // the object `st` with node id `nodeid`, else ESTALE.
   Result<Entry> WalkToPersistentId(const std::vector<std::string>& parts, const struct stat& st,
@@ -320,27 +304,15 @@ class Filesystem {
   // the owner changes, since a chown may clear set-ID bits.
   Status Chown(core::BackingDir& object, const Place& at, const Caller& caller,
                std::optional<struct stat>* known = nullptr);
-  // What a new entry gets: its mode (the umask applied, or restricted by the parent's default
-  // ACL) and the ACLs it inherits (empty when none is stored).
-  struct NewModes {
-    mode_t mode = 0;                   // permission bits (and set-ID bits) of the new entry
-    std::vector<uint8_t> access_acl;   // inherited access ACL, xattr form
-    std::vector<uint8_t> default_acl;  // directories: the parent's default ACL
-    // Until its access ACL is stored a new entry has its owner's bits only: the ACL may deny a
-    // named user what the group or other bits would allow.
-    mode_t initial() const { return access_acl.empty() ? mode : mode & ~(S_IRWXG | S_IRWXO); }
-  };
+  // What a new entry gets (core::permissions::ForNew): the caller's umask, or the parent's
+  // default ACL; a stored ACL that does not open is logged.
+  using NewModes = core::permissions::NewModes;
   Result<NewModes> ModesForNew(core::BackingDir& parent, mode_t type, mode_t mode,
                                const Caller& caller) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // Stores a new entry's inherited ACLs and then gives it its final mode (`object`: a handle
-  // on the new entry; `st`, if given, its stat as it is now).
-  Status FinishNew(core::BackingDir& object, const NewModes& modes,
-                   const struct stat* st = nullptr);
-  // A new entry's last touches (core::Tree::Finish): its owner (Chown), then FinishNew.
+  // A new entry's last touches (core::Tree::Finish): its owner (Chown), then its ACLs and
+  // mode (core::permissions::FinishNew).
   core::Tree::Finish FinishFor(const Place& at, const NewModes& modes, const Caller& caller);
-  // The plaintext value of an extended attribute of `object` (ENODATA if none); one that does
-  // not open is logged.
-  Result<std::vector<uint8_t>> ReadXattr(core::BackingDir& object, const std::string& name);
+  // An ACL set (core::permissions::SetAcl) on the object itself: its open handle, or its own.
   Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                 const Caller& caller);
   // The lock order is tree_mu_, an inode's mu, the node table's lock, name_mu.
