@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,10 +77,14 @@ int WriteOpen(const std::string& path, const std::string& data) {
 
 // Threads writing their files again and again (each written whole, then closed; no fsync) until
 // stopped, or until a failure (the daemon gone) ends them. A file counts as stored from the
-// successful close of its latest version on; one being rewritten is unknown until then.
+// successful close of its latest version on; one being rewritten is unknown until then. The files
+// are in a directory made on the mount, so that a write after the mount has gone fails instead of
+// landing in the bare mount point (which a remount would then find not empty).
 class Writers {
  public:
   Writers(const std::string& dir, int n) {
+    if (::mkdir((dir + "/" + kDir).c_str(), 0755) != 0 && errno != EEXIST)
+      failures_ = std::string(" mkdir: ") + std::strerror(errno) + ";";
     for (int w = 0; w < n; ++w) threads_.emplace_back([this, dir, w] { Run(dir, w); });
   }
   ~Writers() { Stop(); }
@@ -108,7 +113,8 @@ class Writers {
  private:
   void Run(const std::string& dir, int w) {
     for (int round = 0; !stop_.load(); ++round) {
-      const std::string name = "w" + std::to_string(w) + "-" + std::to_string(round % 20);
+      const std::string name =
+          std::string(kDir) + "/w" + std::to_string(w) + "-" + std::to_string(round % 20);
       const std::string data = Contents(name, round);
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -126,6 +132,7 @@ class Writers {
     }
   }
 
+  static constexpr char kDir[] = "written";
   std::atomic<bool> stop_{false};
   std::atomic<size_t> completed_{0};
   std::mutex mu_;
