@@ -183,6 +183,8 @@ FileContents::~FileContents() {
   (void)Flush();
   WriterLock lock(mu_);
   layer_.cached_pages_.fetch_sub(pages_.size(), std::memory_order_relaxed);
+  layer_.dirty_pages_.fetch_sub(dirty_.size(), std::memory_order_relaxed);
+  SetWritebackFailing(false);  // what it could not store goes with it
 }
 
 void FileContents::Count(PageCounter c, uint64_t n) {
@@ -461,11 +463,24 @@ FileContents::Page& FileContents::InsertPageLocked(uint64_t index, PageBuffer da
 
 void FileContents::MarkDirtyLocked(uint64_t index, Page& page) {
   ++page.version;
-  dirty_.try_emplace(index, &page);
+  if (dirty_.try_emplace(index, &page).second)
+    layer_.dirty_pages_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void FileContents::ForgetDirtyLocked(uint64_t index) {
+  layer_.dirty_pages_.fetch_sub(dirty_.erase(index), std::memory_order_relaxed);
+}
+
+void FileContents::SetWritebackFailing(bool failing) {
+  if (writeback_failing_.exchange(failing) == failing) return;
+  if (failing)
+    layer_.failing_files_.fetch_add(1, std::memory_order_relaxed);
+  else
+    layer_.failing_files_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void FileContents::DropPageLocked(std::pmr::map<uint64_t, Page>::iterator it) {
-  if (it->second.dirty()) dirty_.erase(it->first);
+  if (it->second.dirty()) ForgetDirtyLocked(it->first);
   pages_.erase(it);
   layer_.cached_pages_.fetch_sub(1, std::memory_order_relaxed);
 }

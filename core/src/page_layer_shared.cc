@@ -75,7 +75,7 @@ Status FileContents::TakeInOutsideChanges(bool first) {
   header_on_disk_ = false;
   stale_tail_ = false;
   frozen_ = false;
-  writeback_failing_.store(false);
+  SetWritebackFailing(false);
   SIGILFS_RETURN_IF_ERROR(Load());
   seen_stamp_ = stamp;
   seen_header_ = header;
@@ -92,7 +92,7 @@ void FileContents::EndSection(bool changed) {
     if (!dirty_.empty() || size_ != disk_size_) {
       if (changed) seen_stamp_.reset();  // loaded again from the file by the next section
       size_ = disk_size_;
-      writeback_failing_.store(false);
+      SetWritebackFailing(false);
     }
     DropRangeLocked(0, std::numeric_limits<uint64_t>::max());
     ++cache_epoch_;

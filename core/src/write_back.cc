@@ -99,14 +99,14 @@ bool FileContents::DiscardUnstored() {
       ++it;
   }
   size_ = disk_size_;
-  writeback_failing_.store(false);
+  SetWritebackFailing(false);
   return changed;
 }
 
 // A write-back that fails leaves its pages dirty, and bounds the backlog until one succeeds.
 Status FileContents::WriteBackLocked(DirectRun* direct) {
   Status s = StoreDirtyLocked(direct);
-  writeback_failing_.store(!s.ok());
+  SetWritebackFailing(!s.ok());
   return s;
 }
 
@@ -270,7 +270,10 @@ void FileContents::MarkStoredLocked(const WriteBackBatch& batch) {
     if (it.page->version != it.version) continue;  // changed meanwhile: still dirty
     it.page->clean_version = it.version;
     while (d != dirty_.end() && d->first < it.seal.index) ++d;
-    if (d != dirty_.end() && d->first == it.seal.index) d = dirty_.erase(d);
+    if (d != dirty_.end() && d->first == it.seal.index) {
+      d = dirty_.erase(d);
+      layer_.dirty_pages_.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
   retired_.clear();
   {

@@ -1041,6 +1041,46 @@ TEST_P(PageLayerTest, AFailedBackgroundWriteBackBoundsTheBacklogAndIsRetried) {
   }
 }
 
+// The layer's gauges for the daemon's stats: pages cached and dirty across open files, and the
+// files whose write-back is failing, each back to zero once stored, given up or closed.
+TEST_P(PageLayerTest, CountsCachedAndDirtyPagesAndFilesWhoseWriteBackFails) {
+  PageLayerOptions o;
+  o.writeback_pages = 64;  // no write-back inside the writes below
+  o.crypto_threads = 1;
+  Reconfigure(o);
+  auto faulty = std::make_unique<FaultyBackingFile>(backend_.Open("a"), FaultPlan{});
+  FaultyBackingFile* fault = faulty.get();
+  auto opened = layer_->Open(std::move(faulty), "a");
+  ASSERT_TRUE(opened.ok());
+  auto a = std::move(opened).value();
+  auto b = Open("b");
+  WriteAll(*a, 0, Pattern(3 * 4096, 1));
+  WriteAll(*b, 0, Pattern(2 * 4096, 2));
+  EXPECT_EQ(layer_->cached_pages(), 5u);
+  EXPECT_EQ(layer_->dirty_pages(), 5u);
+  EXPECT_EQ(layer_->failing_files(), 0u);
+  ASSERT_TRUE(b->Flush().ok());
+  EXPECT_EQ(layer_->dirty_pages(), 3u);
+  EXPECT_EQ(layer_->cached_pages(), 5u);  // stored, still cached
+  FaultPlan full;
+  full.write_budget = 0;
+  fault->set_plan(full);
+  EXPECT_EQ(a->Flush().code(), Code::kNoSpace);
+  EXPECT_EQ(layer_->failing_files(), 1u);
+  EXPECT_EQ(layer_->dirty_pages(), 3u);  // kept for a retry
+  EXPECT_TRUE(a->DiscardUnstored());
+  EXPECT_EQ(layer_->failing_files(), 0u);
+  EXPECT_EQ(layer_->dirty_pages(), 0u);
+  WriteAll(*a, 0, Pattern(4096, 3));
+  EXPECT_EQ(a->Flush().code(), Code::kNoSpace);
+  EXPECT_EQ(layer_->failing_files(), 1u);
+  a.reset();  // its last write-back fails too: what it held goes with it
+  b.reset();
+  EXPECT_EQ(layer_->failing_files(), 0u);
+  EXPECT_EQ(layer_->dirty_pages(), 0u);
+  EXPECT_EQ(layer_->cached_pages(), 0u);
+}
+
 TEST_P(PageLayerTest, ConcurrentPartialWritesThatGrowTheFile) {
   constexpr size_t kWriters = 4, kPages = 96;
   UseSmallCache();

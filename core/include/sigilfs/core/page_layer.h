@@ -118,7 +118,13 @@ class PageLayer {
   const PageCounters& counters() const { return counters_; }
   crypt::AeadAlgorithm algorithm() const { return algorithm_; }
   const PageGeometry& geometry() const { return geometry_; }
+  // The pages of all open files together, for the daemon's stats: cached, and of those the dirty
+  // ones (changed, not yet stored).
   size_t cached_pages() const { return cached_pages_.load(std::memory_order_relaxed); }
+  size_t dirty_pages() const { return dirty_pages_.load(std::memory_order_relaxed); }
+  // Open files whose last write-back failed (a full disk), their changes not yet stored: each
+  // reports the error at its next flush, or gives its changes up (DiscardUnstored).
+  size_t failing_files() const { return failing_files_.load(std::memory_order_relaxed); }
 
  private:
   friend class FileContents;
@@ -128,6 +134,8 @@ class PageLayer {
   PageGeometry geometry_;
   PageCounters counters_;
   std::atomic<size_t> cached_pages_{0};
+  std::atomic<size_t> dirty_pages_{0};
+  std::atomic<size_t> failing_files_{0};
   std::unique_ptr<ThreadPool> pool_;
 };
 
@@ -345,6 +353,10 @@ class FileContents {
   Status PreloadPartialPages(uint64_t offset, size_t length);
   Page& InsertPageLocked(uint64_t index, PageBuffer data, bool dirty) SIGILFS_REQUIRES(mu_);
   void MarkDirtyLocked(uint64_t index, Page& page) SIGILFS_REQUIRES(mu_);
+  // Page `index` is stored or gone: out of dirty_ (the layer's count follows).
+  void ForgetDirtyLocked(uint64_t index) SIGILFS_REQUIRES(mu_);
+  // writeback_failing_ set to `failing`; the layer's count of failing files follows.
+  void SetWritebackFailing(bool failing);
   void DropPageLocked(std::pmr::map<uint64_t, Page>::iterator it) SIGILFS_REQUIRES(mu_);
   // Pages [first, end), dirty or not.
   void DropRangeLocked(uint64_t first, uint64_t end) SIGILFS_REQUIRES(mu_);
