@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages sigilfs needs to build, test and run (idempotent; run as root).
 #   install-deps.sh [--for-demo]   (--for-demo: only what building and the demo need)
+# Waits for apt's and dpkg's locks while another program holds them, up to SIGILFS_APT_WAIT
+# seconds (600), saying which lock and which program.
 set -euo pipefail
 
 # What building sigilfs and running its demo need (the configure step looks for GoogleTest and
@@ -33,9 +35,35 @@ if [ ${#missing[@]} -gt 0 ]; then
     sudo=(sudo)
   fi
   echo "install-deps: installing ${missing[*]}"
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Unattended upgrades hold apt's locks for minutes on a fresh machine, and apt-get then fails
+  # at once (exit 100): wait for them, up to SIGILFS_APT_WAIT seconds in all. apt-get update
+  # does not wait for the lists lock itself, so it is tried again while another holder has it;
+  # apt-get install waits for dpkg's locks itself (DPkg::Lock::Timeout) if they are taken again.
+  top=$(cd "$(dirname "$0")/.." && pwd)
+  deadline=$((SECONDS + ${SIGILFS_APT_WAIT:-600}))
+  locks=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock
+         /var/cache/apt/archives/lock)
+  left() { echo $((deadline > SECONDS ? deadline - SECONDS : 0)); }
+  wait_for_apt() {
+    "$top/scripts/wait-for-locks.sh" --as install-deps --timeout "$(left)" "${locks[@]}" || {
+      echo "install-deps: run it again once that has finished (SIGILFS_APT_WAIT=SECONDS waits longer)" >&2
+      exit 1
+    }
+  }
+  # LC_ALL=C: the lock message below is matched in English.
+  apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get)
+  wait_for_apt
+  until out=$("${apt[@]}" update -qq 2>&1); do
+    # Only a lock taken between the wait and apt-get is worth another try.
+    if ! grep -q "Could not get lock" <<<"$out" || ((SECONDS >= deadline)); then
+      echo "$out" >&2
+      exit 100
+    fi
+    wait_for_apt
+  done
+  [[ -z $out ]] || echo "$out"
+  wait_for_apt
+  "${apt[@]}" -o DPkg::Lock::Timeout="$(left)" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # The FUSE mount needs the device node and the fusermount3 helper.
