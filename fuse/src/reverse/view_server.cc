@@ -1,6 +1,6 @@
-// The reverse view's FUSE daemon: a node per name the kernel looked up, each directory's store
-// handle kept open, everything else asked of the store as it is (it is read only, and sealed on
-// read by the store itself).
+// The reverse view's FUSE daemon: a node per name the kernel looked up (core::NodeTable), the
+// directory handles in use kept open, everything else asked of the store as it is (it is read
+// only, and sealed on read by the store itself).
 #include "view_server.h"
 
 #include <signal.h>
@@ -21,6 +21,7 @@
 #include "../daemon/log.h"
 #include "../daemon/replies.h"
 #include "../daemon/session.h"
+#include "sigilfs/core/node_table.h"
 #include "sigilfs/fuse/errno_map.h"
 #include "sigilfs/mutex.h"
 
@@ -30,39 +31,25 @@ namespace {
 // Changes in the plain tree show in the view after at most this long.
 constexpr double kTimeout = 1.0;
 
-// A name the kernel looked up. Its fields are View::mu_'s: read and changed under it only.
-struct Node {
-  std::shared_ptr<Node> parent;  // null for the root
-  fuse_ino_t parent_ino = 0;
-  std::string name;  // its stored name in the parent
-  bool is_dir = false;
-  // A directory's store handle while it is among the open ones (View::open_dirs_), else null
-  // (opened again through its parent when next asked for).
-  std::shared_ptr<core::BackingDir> dir;
-  std::list<std::shared_ptr<Node>>::iterator open_at;  // its place there, while `dir` is set
-  uint64_t lookups = 0;
-};
-
+// The view's nodes are a core::NodeTable's, keyed by name (a view's inode numbers are the
+// plain tree's, which another name may take meanwhile): the table keeps the kernel's lookups,
+// node ids, generations and names, the view the directory handles it holds open.
 class View {
  public:
   // At most `max_open_dirs` directory handles (a descriptor each) are kept open at once.
-  View(std::unique_ptr<core::BackingDir> root, size_t max_open_dirs)
-      : max_open_dirs_(max_open_dirs) {
-    auto node = std::make_shared<Node>();
-    node->dir = std::move(root);  // the root's stays open, outside open_dirs_
-    node->is_dir = true;
-    node->lookups = 1;
-    root_ = node->dir;
-    nodes_.emplace(FUSE_ROOT_ID, std::move(node));
-  }
+  View(std::unique_ptr<core::BackingDir> root, const struct stat& root_st, size_t max_open_dirs)
+      : max_open_dirs_(max_open_dirs),
+        root_(std::move(root)),
+        table_(root_st, {.keeps_inode_numbers = false}) {}
 
   core::BackingDir& root() { return *root_; }
 
   // The store handle of directory node `ino` (null if it is none, or unknown).
   std::shared_ptr<core::BackingDir> DirOf(fuse_ino_t ino) {
+    std::shared_ptr<core::Node> node = table_.Known(ino);
+    if (node == nullptr) return nullptr;
     MutexLock lock(mu_);
-    auto it = nodes_.find(ino);
-    return it == nodes_.end() ? nullptr : OpenLocked(it->second);
+    return OpenLocked(node);
   }
 
   // The store and name through which node `ino` is reached: a directory itself (empty name),
@@ -72,74 +59,72 @@ class View {
     std::string name;
   };
   std::optional<Reach> ReachOf(fuse_ino_t ino) {
+    std::shared_ptr<core::Node> node = table_.Known(ino);
+    if (node == nullptr) return std::nullopt;
     MutexLock lock(mu_);
-    auto it = nodes_.find(ino);
-    if (it == nodes_.end()) return std::nullopt;
-    const std::shared_ptr<Node>& node = it->second;
-    if (node->is_dir) {
+    if (node->type == S_IFDIR) {
       auto dir = OpenLocked(node);
       if (dir == nullptr) return std::nullopt;
       return Reach{std::move(dir), ""};
     }
-    auto dir = node->parent == nullptr ? nullptr : OpenLocked(node->parent);
+    core::Node::Name name = FirstName(*node);
+    auto dir = name.parent == nullptr ? nullptr : OpenLocked(name.parent);
     if (dir == nullptr) return std::nullopt;
-    return Reach{std::move(dir), node->name};
+    return Reach{std::move(dir), std::move(name.stored)};
   }
 
-  // The node of entry `name` of `parent` (made, or found again), counted as looked up once;
-  // `dir` is its handle if it is a directory. ESTALE where `parent_ino` is no longer known.
-  Result<fuse_ino_t> Remember(fuse_ino_t parent_ino, const std::string& name,
-                              std::shared_ptr<core::BackingDir> dir) {
+  // The node of entry `name` (attributes `st`) of `parent`, made or found again, counted as
+  // looked up once; `dir` is its handle if it is a directory. ESTALE where `parent_ino` is no
+  // longer known.
+  Result<std::shared_ptr<core::Node>> Remember(fuse_ino_t parent_ino, const std::string& name,
+                                               const struct stat& st,
+                                               std::shared_ptr<core::BackingDir> dir) {
+    std::shared_ptr<core::Node> parent = table_.Known(parent_ino);
+    if (parent == nullptr || parent->type != S_IFDIR)
+      return Status::FromErrno(ESTALE, "a forgotten directory");
+    std::shared_ptr<core::Node> node = table_.Intern(st, parent, name, {});
     MutexLock lock(mu_);
-    auto parent = nodes_.find(parent_ino);
-    if (parent == nodes_.end()) return Status::FromErrno(ESTALE, "a forgotten directory");
-    auto [it, fresh] = by_name_.try_emplace({parent_ino, name}, next_ino_);
-    if (fresh) {
-      auto node = std::make_shared<Node>();
-      node->parent = parent->second;
-      node->parent_ino = parent_ino;
-      node->name = name;
-      nodes_.emplace(next_ino_++, std::move(node));
-    }
-    const std::shared_ptr<Node>& node = nodes_.at(it->second);
     Close(*node);  // what the name is now
-    node->is_dir = dir != nullptr;
-    if (node->is_dir) Keep(node, std::move(dir));
-    ++node->lookups;
-    return it->second;
+    if (dir != nullptr) Keep(node, std::move(dir));
+    return node;
   }
+
+  uint64_t IdOf(const core::Node& node) const { return table_.IdOf(node); }
 
   void Forget(fuse_ino_t ino, uint64_t n) {
+    std::vector<std::shared_ptr<core::Node>> dropped;
+    table_.Forget(ino, n, &dropped);
     MutexLock lock(mu_);
-    auto it = nodes_.find(ino);
-    if (it == nodes_.end() || ino == FUSE_ROOT_ID) return;
-    Node& node = *it->second;
-    node.lookups -= std::min(node.lookups, n);
-    if (node.lookups > 0) return;
-    Close(node);
-    by_name_.erase({node.parent_ino, node.name});
-    nodes_.erase(it);
-  }
-
-  size_t open_dirs() {
-    MutexLock lock(mu_);
-    return open_dirs_.size();
+    for (const std::shared_ptr<core::Node>& node : dropped) Close(*node);
   }
 
  private:
+  // A directory's handle kept open, and its place among the open ones.
+  struct OpenDir {
+    std::shared_ptr<core::BackingDir> dir;
+    std::list<std::shared_ptr<core::Node>>::iterator at;
+  };
+
+  static core::Node::Name FirstName(const core::Node& node) {
+    MutexLock lock(node.name_mu);
+    return node.names.empty() ? core::Node::Name{} : node.names.front();
+  }
+
   // A directory node's handle, opened again through its parents if it was closed (null if
   // that fails: the directory is gone).
-  std::shared_ptr<core::BackingDir> OpenLocked(const std::shared_ptr<Node>& node)
+  std::shared_ptr<core::BackingDir> OpenLocked(const std::shared_ptr<core::Node>& node)
       SIGILFS_REQUIRES(mu_) {
-    if (!node->is_dir) return nullptr;
-    if (node->parent == nullptr) return node->dir;  // the root
-    if (node->dir != nullptr) {
-      open_dirs_.splice(open_dirs_.begin(), open_dirs_, node->open_at);  // recently used
-      return node->dir;
+    if (node->type != S_IFDIR) return nullptr;
+    if (node == table_.root()) return root_;
+    if (auto it = open_.find(node.get()); it != open_.end()) {
+      open_order_.splice(open_order_.begin(), open_order_, it->second.at);  // recently used
+      return it->second.dir;
     }
-    auto parent = OpenLocked(node->parent);
+    core::Node::Name name = FirstName(*node);
+    if (name.parent == nullptr) return nullptr;
+    auto parent = OpenLocked(name.parent);
     if (parent == nullptr) return nullptr;
-    auto opened = parent->OpenDir(node->name);
+    auto opened = parent->OpenDir(name.stored);
     if (!opened.ok()) return nullptr;
     std::shared_ptr<core::BackingDir> dir = std::move(opened).value();
     Keep(node, dir);
@@ -147,29 +132,29 @@ class View {
   }
 
   // Holds `dir` as `node`'s handle, closing the least recently used beyond the bound.
-  void Keep(const std::shared_ptr<Node>& node, std::shared_ptr<core::BackingDir> dir)
+  void Keep(const std::shared_ptr<core::Node>& node, std::shared_ptr<core::BackingDir> dir)
       SIGILFS_REQUIRES(mu_) {
-    node->dir = std::move(dir);
-    open_dirs_.push_front(node);
-    node->open_at = open_dirs_.begin();
-    while (open_dirs_.size() > max_open_dirs_) Close(*open_dirs_.back());
+    open_order_.push_front(node);
+    open_[node.get()] = OpenDir{std::move(dir), open_order_.begin()};
+    while (open_order_.size() > max_open_dirs_) Close(*open_order_.back());
   }
 
   // Drops `node`'s handle (calls in flight keep theirs).
-  void Close(Node& node) SIGILFS_REQUIRES(mu_) {
-    if (node.parent == nullptr || node.dir == nullptr) return;
-    node.dir.reset();
-    open_dirs_.erase(node.open_at);  // last: it may hold the last reference to the node
+  void Close(const core::Node& node) SIGILFS_REQUIRES(mu_) {
+    auto it = open_.find(&node);
+    if (it == open_.end()) return;
+    auto at = it->second.at;
+    open_.erase(it);
+    open_order_.erase(at);  // last: it may hold the last reference to the node
   }
 
   const size_t max_open_dirs_;
-  std::shared_ptr<core::BackingDir> root_;
-  Mutex mu_;
-  std::unordered_map<fuse_ino_t, std::shared_ptr<Node>> nodes_ SIGILFS_GUARDED_BY(mu_);
-  std::map<std::pair<fuse_ino_t, std::string>, fuse_ino_t> by_name_ SIGILFS_GUARDED_BY(mu_);
+  const std::shared_ptr<core::BackingDir> root_;  // open for good, outside open_
+  core::NodeTable table_;
+  Mutex mu_;  // before the nodes' name locks
+  std::unordered_map<const core::Node*, OpenDir> open_ SIGILFS_GUARDED_BY(mu_);
   // Directory nodes whose handles are open, the most recently used first.
-  std::list<std::shared_ptr<Node>> open_dirs_ SIGILFS_GUARDED_BY(mu_);
-  fuse_ino_t next_ino_ SIGILFS_GUARDED_BY(mu_) = FUSE_ROOT_ID + 1;
+  std::list<std::shared_ptr<core::Node>> open_order_ SIGILFS_GUARDED_BY(mu_);
 };
 
 using Req = Request<View>;
@@ -194,10 +179,11 @@ void Lookup(Req& r, fuse_ino_t parent, const char* name) {
     if (!opened.ok()) return ReplyError(r, opened.status());
     dir = std::move(opened).value();
   }
-  auto ino = view.Remember(parent, name, std::move(dir));
-  if (!ino.ok()) return ReplyError(r, ino.status());
+  auto node = view.Remember(parent, name, *st, std::move(dir));
+  if (!node.ok()) return ReplyError(r, node.status());
   fuse_entry_param e{};
-  e.ino = *ino;
+  e.ino = view.IdOf(**node);
+  e.generation = (*node)->generation;
   e.attr = *st;
   e.attr_timeout = e.entry_timeout = kTimeout;
   if (!std::move(r).Entry(e)) view.Forget(e.ino, 1);  // the kernel never got it
@@ -328,7 +314,12 @@ int ServeView(std::unique_ptr<core::BackingDir> root, const ViewServerOptions& o
   size_t max_open_dirs =
       descriptors == RLIM_INFINITY ? 65536 : std::clamp<size_t>(descriptors / 4, 64, 65536);
   if (o.max_open_dirs > 0) max_open_dirs = o.max_open_dirs;
-  View view(std::move(root), max_open_dirs);
+  auto root_st = root->Stat("");
+  if (!root_st.ok()) {
+    std::fprintf(stderr, "sigilfs reverse: %s\n", root_st.status().ToString().c_str());
+    return 1;
+  }
+  View view(std::move(root), *root_st, max_open_dirs);
   Session session;
   session.mountpoint = o.mountpoint;
   session.source = o.source;
