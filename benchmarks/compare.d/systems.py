@@ -274,18 +274,26 @@ class Sigilfs(System):
     config = "vault defaults (AES-256-GCM), test KDF, requests over /dev/fuse"
     transport = "dev"
 
+    @property
+    def prog(self):
+        """The sigilfs binary this system runs."""
+        return self.ctx.sigilfs
+
+    def repo_of_binary(self):
+        return self.ctx.repo
+
     def missing(self):
-        if not os.access(self.ctx.sigilfs, os.X_OK):
-            return f"{self.ctx.sigilfs} not found (build it, or set SIGILFS)"
+        if not os.access(self.prog, os.X_OK):
+            return f"{self.prog} not found (build it, or set SIGILFS)"
         return None
 
     def version(self):
         try:
-            v = run([self.ctx.sigilfs, "--version"]).strip()
+            v = run([self.prog, "--version"]).strip()
         except StepError:
             v = "sigilfs"
         try:
-            rev = run(["git", "-C", self.ctx.repo, "describe", "--always", "--dirty"]).strip()
+            rev = run(["git", "-C", self.repo_of_binary(), "describe", "--always", "--dirty"]).strip()
             v += f" (git {rev})"
         except StepError:
             pass
@@ -293,29 +301,29 @@ class Sigilfs(System):
 
     def create(self, cipher):
         # The cheap KDF (only mounting pays for it) is a test switch of the command.
-        run(["env", "SIGILFS_TEST_KDF=1", self.ctx.sigilfs, "init", cipher, "--kdf", "test",
+        run(["env", "SIGILFS_TEST_KDF=1", self.prog, "init", cipher, "--kdf", "test",
              "--passfile", self.ctx.passfile])
 
     def daemon_command(self, cipher, mnt):
-        return ([self.ctx.sigilfs, "mount", cipher, mnt, "-f", "--passfile", self.ctx.passfile,
+        return ([self.prog, "mount", cipher, mnt, "-f", "--passfile", self.ctx.passfile,
                  "--transport", self.transport], None, None)
 
     def unmount_command(self, mnt):
-        return [self.ctx.sigilfs, "unmount", mnt]
+        return [self.prog, "unmount", mnt]
 
     shared_variant = ("sigilfs --shared", 2, ["--shared"])
     reverse = True
 
     def create_reverse(self, plain):
-        run(["env", "SIGILFS_TEST_KDF=1", self.ctx.sigilfs, "init", "--reverse", plain, "--kdf",
+        run(["env", "SIGILFS_TEST_KDF=1", self.prog, "init", "--reverse", plain, "--kdf",
              "test", "--passfile", self.ctx.passfile])
 
     def reverse_daemon_command(self, plain, mnt):
-        return ([self.ctx.sigilfs, "reverse", plain, mnt, "-f", "--passfile", self.ctx.passfile],
+        return ([self.prog, "reverse", plain, mnt, "-f", "--passfile", self.ctx.passfile],
                 None, None)
 
     def check_backup(self, copy, plain, base):
-        run([self.ctx.sigilfs, "verify-backup", "-q", copy, plain, "--passfile",
+        run([self.prog, "verify-backup", "-q", copy, plain, "--passfile",
              self.ctx.passfile])
 
 
@@ -351,6 +359,26 @@ URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
 def _write(path, text):
     with open(path, "w") as f:
         f.write(text)
+
+
+class SigilfsBase(Sigilfs):
+    """Another build of sigilfs (SIGILFS_BASE), measured beside this one in the same rounds:
+    a change's before and after, side by side on one machine."""
+    name = "sigilfs-base"
+    config = "as sigilfs, the build SIGILFS_BASE names (another commit's, to compare with)"
+    shared_variant = None
+
+    @property
+    def prog(self):
+        return self.ctx.sigilfs_base
+
+    def repo_of_binary(self):
+        return os.path.dirname(self.prog) if self.prog else self.ctx.repo
+
+    def missing(self):
+        if not self.prog:
+            return "SIGILFS_BASE does not name another sigilfs binary"
+        return super().missing()
 
 
 class Gocryptfs(System):
@@ -440,8 +468,10 @@ class Cryfs(System):
         return (["cryfs", "-f", "--cipher", "aes-256-gcm", cipher, mnt], PASSPHRASE + "\n", env)
 
 
-ALL = [Raw, Passthrough, Sigilfs, SigilfsUring, Gocryptfs, Securefs, Encfs, Cryfs]
+ALL = [Raw, Passthrough, Sigilfs, SigilfsUring, SigilfsBase, Gocryptfs, Securefs, Encfs, Cryfs]
 NAMES = [cls.name for cls in ALL]
+# What a run measures unless --systems says otherwise: not another build of sigilfs.
+DEFAULT_NAMES = [n for n in NAMES if n != SigilfsBase.name]
 
 
 @contextlib.contextmanager
