@@ -38,9 +38,7 @@ class View {
  public:
   // At most `max_open_dirs` directory handles (a descriptor each) are kept open at once.
   View(std::unique_ptr<core::BackingDir> root, const struct stat& root_st, size_t max_open_dirs)
-      : max_open_dirs_(max_open_dirs),
-        root_(std::move(root)),
-        table_(root_st, {.keeps_inode_numbers = false}) {}
+      : max_open_dirs_(max_open_dirs), root_(std::move(root)), table_(root_st, TableOptions()) {}
 
   core::BackingDir& root() { return *root_; }
 
@@ -99,6 +97,12 @@ class View {
   }
 
  private:
+  static core::NodeTableOptions TableOptions() {
+    core::NodeTableOptions options;
+    options.keeps_inode_numbers = false;
+    return options;
+  }
+
   // A directory's handle kept open, and its place among the open ones.
   struct OpenDir {
     std::shared_ptr<core::BackingDir> dir;
