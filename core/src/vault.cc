@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "file_util.h"
 #include "sigilfs/core/names.h"
@@ -53,11 +54,29 @@ Result<crypt::SecureBytes> UnwrapMasterKey(const VaultConfig& config, ByteSpan p
   return master;
 }
 
+// Why `dir` holds no file that could be opened, where the cause is the directory itself:
+// missing, or no directory. `what` names it ("vault", "plain tree").
+std::optional<Status> DirectoryProblem(const std::string& dir, const char* what) {
+  const std::string named = std::string("the ") + what + " " + dir;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status(Code::kNotFound, named + " does not exist", ENOENT);
+    if (errno != ENOTDIR) return std::nullopt;
+  } else if (S_ISDIR(st.st_mode)) {
+    return std::nullopt;
+  }
+  return Status(Code::kInvalidArgument, named + " is not a directory", ENOTDIR);
+}
+
 Status CheckEmptyOrCreate(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0700) == 0) return Status::Ok();
   if (errno != EEXIST) return Status::FromErrno(errno, "create " + dir);
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return Status::FromErrno(errno, "open " + dir);
+  if (d == nullptr) {
+    const int err = errno;
+    if (auto problem = DirectoryProblem(dir, "vault"); problem && err == ENOTDIR) return *problem;
+    return Status::FromErrno(err, "open " + dir);
+  }
   bool empty = true;
   while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): private DIR stream
     const std::string_view name = e->d_name;
@@ -111,6 +130,11 @@ Result<VaultConfig> Vault::LoadConfig(const std::string& dir, const std::string&
   const std::string path = ConfigPath(dir, config_name);
   auto text = ReadSmallFile(path, kMaxConfigSize);
   if (!text.ok()) {
+    const int err = text.status().sys_errno();
+    if (err == ENOENT || err == ENOTDIR) {
+      const bool reverse = config_name == kReverseConfigFileName;
+      if (auto problem = DirectoryProblem(dir, reverse ? "plain tree" : "vault")) return *problem;
+    }
     if (text.status().code() == Code::kNotFound) {
       if (config_name == kReverseConfigFileName)
         return Status(Code::kNotFound,

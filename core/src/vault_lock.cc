@@ -46,6 +46,16 @@ void ForEachSigilfsMount(Fn fn) {
 // login's among them) out, or make `sigilfs unmount` wait for it.
 mode_t LockFileMode(const struct stat& dir) { return (dir.st_mode & S_IWGRP) != 0 ? 0660 : 0600; }
 
+// VaultInUseMessage, with how the mounts hold the vault: "is mounted<how> on POINT<after>".
+std::string InUseMessage(const std::string& dir, std::string_view how, std::string_view after) {
+  const std::vector<std::string> points = MountPointsOfVault(dir);
+  if (points.empty()) return "the vault " + dir + " is in use by another sigilfs process";
+  std::string where;
+  for (const std::string& p : points) where += (where.empty() ? "" : ", ") + p;
+  return "the vault " + dir + " is mounted" + std::string(how) + " on " + where +
+         std::string(after);
+}
+
 }  // namespace
 
 Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
@@ -108,7 +118,15 @@ Result<VaultLock> VaultLock::Acquire(const std::string& dir, LockMode mode) {
     return lock;
   }
   const int err = errno;
-  if (err == EWOULDBLOCK) return Status(Code::kPermissionDenied, VaultInUseMessage(dir), EBUSY);
+  if (err == EWOULDBLOCK) {
+    // How the mounts in the way hold the vault, for the message: holders that let a shared lock
+    // be taken (shared mounts, and readers, which no mount table shows) refuse only an exclusive
+    // one; a shared mount is refused by an exclusive holder.
+    std::string_view how, after;
+    if (mode == LockMode::kExclusive && ::flock(fd, LOCK_SH | LOCK_NB) == 0) how = " --shared";
+    if (mode == LockMode::kSharedMount) after = " without --shared";
+    return Status(Code::kPermissionDenied, InUseMessage(dir, how, after), EBUSY);
+  }
   // ENOLCK (NFS without its lock service), EBADF (NFS: an exclusive lock on a file opened for
   // reading), EINVAL: no lock to be had here.
   lock.fd_ = UniqueFd();
@@ -196,12 +214,6 @@ std::optional<std::string> VaultMountedOn(const std::string& mountpoint) {
   return found;
 }
 
-std::string VaultInUseMessage(const std::string& dir) {
-  const std::vector<std::string> points = MountPointsOfVault(dir);
-  if (points.empty()) return "the vault " + dir + " is in use by another sigilfs process";
-  std::string where;
-  for (const std::string& p : points) where += (where.empty() ? "" : ", ") + p;
-  return "the vault " + dir + " is mounted on " + where;
-}
+std::string VaultInUseMessage(const std::string& dir) { return InUseMessage(dir, "", ""); }
 
 }  // namespace sigilfs::core

@@ -93,17 +93,25 @@ bool ContainsIgnoringCase(std::string_view text, std::string_view part) {
          }) != text.end();
 }
 
+// Whether `message` already says what the code's name would: the name itself, other words for
+// it ("X does not exist" is not found), or the system's words for its errno, which messages
+// also give in a sentence of their own ("X is not a directory").
+bool SaysTheCode(std::string_view message, Code code, int sys_errno) {
+  if (ContainsIgnoringCase(message, CodeName(code))) return true;
+  if (code == Code::kNotFound && message.find("does not exist") != std::string_view::npos)
+    return true;
+  if (code == Code::kExists && message.find(" exists") != std::string_view::npos) return true;
+  const char* system_words = sys_errno != 0 ? ::strerrordesc_np(sys_errno) : nullptr;
+  return system_words != nullptr && ContainsIgnoringCase(message, system_words);
+}
+
 }  // namespace
 
 std::string Status::ToString() const {
   if (ok()) return "ok";
   const std::string_view name = CodeName(code_);
   if (message_.empty()) return std::string(name);
-  // FromErrno's messages end in the system's words for the errno, which say what the code would.
-  const char* system_words = sys_errno_ != 0 ? ::strerrordesc_np(sys_errno_) : nullptr;
-  if ((system_words != nullptr && message_.ends_with(system_words)) ||
-      ContainsIgnoringCase(message_, name))
-    return message_;
+  if (SaysTheCode(message_, code_, sys_errno_)) return message_;
   std::string s(name);
   s += ": ";
   s += message_;
@@ -126,6 +134,11 @@ Status NoValueGiven() {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
+  // A message that starts with this context already (a callee named the same path) keeps it
+  // once: "a: a: No such file or directory" says nothing more than "a: No such ...".
+  if (message_.size() > context.size() + 1 && message_.starts_with(context) &&
+      message_.compare(context.size(), 2, ": ") == 0)
+    return *this;
   std::string m(context);
   m += ": ";
   m += message_;

@@ -40,6 +40,14 @@ TEST(StatusTest, WithContextPrefixesAndKeepsCode) {
   EXPECT_TRUE(Status::Ok().WithContext("x").ok());
 }
 
+// A callee that named the path already: the context is not added a second time.
+TEST(StatusTest, WithContextNamesAThingOnce) {
+  const Status s = Status::FromErrno(ENOENT, "a/b").WithContext("a/b");
+  EXPECT_EQ(s.message(), "a/b: No such file or directory");
+  EXPECT_EQ(Status(Code::kCorrupt, "a/bc: torn").WithContext("a/b").message(), "a/b: a/bc: torn");
+  EXPECT_EQ(Status(Code::kCorrupt, "a/b").WithContext("a/b").message(), "a/b: a/b");
+}
+
 // Each thing once: the code's name where the message does not say it already.
 TEST(StatusTest, ToStringSaysEachThingOnce) {
   EXPECT_EQ(Status(Code::kWrongPassphrase, "wrong passphrase").ToString(), "wrong passphrase");
@@ -49,6 +57,14 @@ TEST(StatusTest, ToStringSaysEachThingOnce) {
   EXPECT_EQ(Status(Code::kNotFound, "no key 3").ToString(), "not found: no key 3");
   EXPECT_EQ(Status::FromErrno(ENOENT, "open x").ToString(), "open x: No such file or directory");
   EXPECT_EQ(Status::FromErrno(ENOSPC, "write y").ToString(), "write y: No space left on device");
+  // The same said in other words, or the system's words in a sentence.
+  EXPECT_EQ(Status(Code::kNotFound, "d does not exist", ENOENT).ToString(), "d does not exist");
+  EXPECT_EQ(Status(Code::kExists, "f exists and is a directory", EEXIST).ToString(),
+            "f exists and is a directory");
+  EXPECT_EQ(Status(Code::kInvalidArgument, "x is not a directory", ENOTDIR).ToString(),
+            "x is not a directory");
+  EXPECT_EQ(Status(Code::kInvalidArgument, "x is not a directory").ToString(),
+            "invalid argument: x is not a directory");
 }
 
 Result<int> Half(int x) {

@@ -239,12 +239,12 @@ TEST(MountSharedTest, ExclusiveAndSharedMountsRefuseEachOther) {
     auto r =
         RunProcess({SIGILFS_BINARY, "mount", m[0].cipher(), other, "--passfile", m[0].passfile()});
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_NE(r.err.find("is mounted on"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is mounted --shared on"), std::string::npos) << r.err;
     const std::string src = (tmp.path() / "src").string();
     fs::create_directory(src);
     r = RunProcess({SIGILFS_BINARY, "import", m[0].cipher(), src, "--passfile", m[0].passfile()});
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("is mounted on"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is mounted --shared on"), std::string::npos) << r.err;
   }
   test::MountedVault v;
   auto r = RunProcess(

@@ -47,11 +47,13 @@ class [[nodiscard]] Status {
   int sys_errno() const { return sys_errno_; }
   const std::string& message() const { return message_; }
   // For logs and command-line errors, saying each thing once: "<code name>: <message>", or the
-  // message alone where it names the code already ("wrong passphrase") or ends in the system's
-  // words for its errno ("open x: No such file or directory").
+  // message alone where it says the code already: its name ("wrong passphrase"), other words for
+  // it ("d does not exist", "f exists and is a directory") or the system's words for its errno
+  // ("open x: No such file or directory", "x is not a directory").
   std::string ToString() const;
 
-  // Prefixes the message with context ("config: " + message), keeping code and errno.
+  // Prefixes the message with context ("config: " + message), keeping code and errno; a message
+  // that starts with that context already is left as it is.
   Status WithContext(std::string_view context) const;
 
  private:

@@ -56,6 +56,13 @@ Status CheckNothingHidden(const std::string& mountpoint, bool nonempty, const ch
 // Prints "sigilfs: <problem>" on stderr and returns exit code 1.
 int Fail(const Status& status);
 
+// The same for a usage error (a value an option cannot take): exit code 2.
+int FailUsage(const Status& status);
+
+// "<path>: <problem>": one entry's problem, as fsck, export and verify-backup report it, the
+// path named once where the message names it already (the page layer names the file it reads)
+// and the code's name where the message does not say it.
+std::string ProblemLine(const std::string& path, const Status& status);
 // "1 file", "0 files", "2 directories": `n` with the word that goes with it.
 std::string Counted(uint64_t n, std::string_view one, std::string_view many);
 

@@ -27,6 +27,17 @@ int Fail(const Status& status) {
   return 1;
 }
 
+std::string ProblemLine(const std::string& path, const Status& status) {
+  std::string message = status.message();
+  if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
+  return path + ": " + Status(status.code(), std::move(message), status.sys_errno()).ToString();
+}
+
+int FailUsage(const Status& status) {
+  (void)Fail(status);
+  return 2;
+}
+
 void AddPassphraseOptions(CLI::App& cmd, fuse::PassphraseSource& source, const std::string& prefix,
                           const std::string& what) {
   auto* file = cmd.add_option("--" + prefix + "passfile", source.passfile,
@@ -100,10 +111,13 @@ Result<std::unique_ptr<core::Volume>> OpenVolume(const std::string& dir,
 
 Status CheckMountPoint(const std::string& mountpoint) {
   struct stat st;
-  if (::stat(mountpoint.c_str(), &st) != 0)
-    return Status::FromErrno(errno, "mount point " + mountpoint);
+  if (::stat(mountpoint.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return Status(Code::kNotFound, "the mount point " + mountpoint + " does not exist", ENOENT);
+    return Status::FromErrno(errno, "the mount point " + mountpoint);
+  }
   if (!S_ISDIR(st.st_mode))
-    return Status(Code::kInvalidArgument, "mount point " + mountpoint + " is not a directory",
+    return Status(Code::kInvalidArgument, "the mount point " + mountpoint + " is not a directory",
                   ENOTDIR);
   return Status::Ok();
 }

@@ -22,12 +22,9 @@ struct FsckOptions {
   fuse::PassphraseSource pass;
 };
 
-// "<path>: <code name>: <message>", without the path a second time when the message
-// already starts with it (the page layer names the file it reads).
+// One problem, on standard output: the report.
 void PrintProblem(const std::string& path, const Status& s) {
-  std::string message = s.message();
-  if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
-  fmt::print("{}: {}: {}\n", path, CodeName(s.code()), message);
+  fmt::print("{}\n", ProblemLine(path, s));
 }
 
 int RunFsck(const FsckOptions& o) {

@@ -177,27 +177,28 @@ int RunMount(MountArgs a) {
     return std::find(d.fuse_options.begin(), d.fuse_options.end(), o) != d.fuse_options.end();
   };
   d.kernel_acls = acl.value_or(has("default_permissions") || has("allow_other"));
+  // A value an option cannot take is a usage error, as CLI11's own are.
   fuse::KeepSecretsOutOfDumps();  // before the passphrase is read
   if (!a.idle.empty()) {
     auto idle = ParseDuration(a.idle);
-    if (!idle.ok()) return Fail(idle.status());
+    if (!idle.ok()) return FailUsage(idle.status());
     d.idle = *idle;
   }
   if (!a.handle_cache.empty()) {
     auto n = ParseCount(a.handle_cache, "the handle cache");
-    if (!n.ok()) return Fail(n.status());
+    if (!n.ok()) return FailUsage(n.status());
     d.handle_cache = *n;
   }
   if (!a.readahead.empty()) {
     auto n = ParseCount(a.readahead, "the read-ahead");
-    if (!n.ok()) return Fail(n.status());
+    if (!n.ok()) return FailUsage(n.status());
     if (*n > 65536)
-      return Fail(Status(Code::kInvalidArgument, "the read-ahead is at most 65536 KiB"));
+      return FailUsage(Status(Code::kInvalidArgument, "the read-ahead is at most 65536 KiB"));
     d.readahead_kib = *n;
   }
   if (!a.transport.empty()) {
     auto transport = fuse::ChooseTransport(a.transport);
-    if (!transport.ok()) return Fail(transport.status());
+    if (!transport.ok()) return FailUsage(transport.status());
     d.transport = *transport;
   }
   if (!a.stats_file.empty()) {
@@ -206,13 +207,8 @@ int RunMount(MountArgs a) {
     if (ec) return Fail(Status::FromErrno(ec.value(), "stats file " + a.stats_file));
   }
   if (Status s = CheckMountPoint(a.mountpoint); !s.ok()) return Fail(s);
-  if (std::error_code missing; !std::filesystem::is_directory(a.dir, missing))
-    return Fail(Status(
-        Code::kNotFound,
-        "the vault directory " + a.dir +
-            (std::filesystem::exists(a.dir, missing) ? " is not a directory" : " does not exist"),
-        ENOENT));
-  // Unlock before daemonizing: the passphrase prompt needs the terminal.
+  // Unlock before daemonizing: the passphrase prompt needs the terminal. (The config's load
+  // names a vault directory that is missing or no directory.)
   auto config = core::Vault::LoadConfig(a.dir);
   if (!config.ok()) return Fail(config.status());
   // One mount per vault (docs/design/mount.md): the lock is taken before the passphrase is asked
@@ -220,7 +216,15 @@ int RunMount(MountArgs a) {
   // serving process ends. A second mount, stacked or elsewhere, stops here.
   // Shared mode: other shared mounts (and no other) may serve the vault at the same time.
   auto lock = LockVault(a.dir, a.shared ? VaultAccess::kSharedMount : VaultAccess::kWrite);
-  if (!lock.ok()) return Fail(lock.status());
+  if (!lock.ok()) {
+    // Refused by shared mounts only (a shared lock can be had): it can join them.
+    if (!a.shared && lock.status().sys_errno() == EBUSY &&
+        !core::MountPointsOfVault(a.dir).empty() &&
+        core::VaultLock::Acquire(a.dir, core::LockMode::kSharedMount).ok())
+      return Fail(Status(Code::kPermissionDenied,
+                         lock.status().message() + "; use --shared to mount it too", EBUSY));
+    return Fail(lock.status());
+  }
   if (Status s = CheckNothingHidden(a.mountpoint, given.Has("nonempty"), "mount"); !s.ok())
     return Fail(s);
   // The mount's source names the vault by its canonical path, by which a refused mount or

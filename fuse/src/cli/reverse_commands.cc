@@ -66,6 +66,23 @@ int CannotCheck(const Status& s) {
   return kExitCannotCheck;
 }
 
+// A directory without a vault config is no copy of a view (the config's load would suggest
+// making a vault there); one with a reverse config is the plain tree, given in the copy's place.
+Status CheckIsCopy(const std::string& copy) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(copy, ec) || fs::exists(fs::path(copy) / core::kConfigFileName, ec))
+    return Status::Ok();  // the config's load says what is wrong, if anything
+  if (fs::exists(fs::path(copy) / core::kReverseConfigFileName, ec))
+    return Status(Code::kInvalidArgument,
+                  copy +
+                      " is a plain tree made ready for backups, not a copy of its view "
+                      "(sigilfs verify-backup COPY " +
+                      copy + ")");
+  return Status(Code::kInvalidArgument,
+                copy + " is not a copy of an encrypted view: it has no " + core::kConfigFileName);
+}
+
 int RunVerifyBackup(const VerifyOptions& o) {
   if (o.plain.empty() && (!o.exclude.empty() || !o.exclude_from.empty()))
     return CannotCheck(Status(Code::kInvalidArgument,
@@ -82,6 +99,7 @@ int RunVerifyBackup(const VerifyOptions& o) {
     if (!st.ok()) return CannotCheck(st.status().WithContext(o.plain));
     plain_root = *st;
   }
+  if (Status s = CheckIsCopy(o.copy); !s.ok()) return CannotCheck(s);
   auto volume = OpenVolume(o.copy, o.pass, VaultAccess::kRead);
   if (!volume.ok()) return CannotCheck(volume.status());
   auto tree = core::Tree::Open(**volume);
@@ -98,7 +116,7 @@ int RunVerifyBackup(const VerifyOptions& o) {
         **tree,
         [&line](const std::string& path, const Status& s) {
           line.Clear();
-          fmt::print("{}: {}\n", path, s.message());
+          fmt::print("{}\n", ProblemLine(path, s));
         },
         16, line.Bytes());
     line.Clear();

@@ -96,12 +96,9 @@ bool Contains(const fs::path& outer, const fs::path& inner) {
   }
 }
 
-// "sigilfs: <path>: <code>: <message>", without the path twice when the message starts with it
-// (the page layer names the file it reads).
+// "sigilfs: <path>: <problem>" on stderr.
 void PrintProblem(const std::string& path, const Status& s) {
-  std::string message = s.message();
-  if (message.rfind(path + ": ", 0) == 0) message.erase(0, path.size() + 2);
-  fmt::print(stderr, "sigilfs: {}: {}: {}\n", path, CodeName(s.code()), message);
+  fmt::print(stderr, "sigilfs: {}\n", ProblemLine(path, s));
 }
 
 // The tree of an unlocked vault; when run as root, the vault's own files made for an entry (a
@@ -200,7 +197,7 @@ int RunExport(const TransferOptions& o) {
   if (!name.empty()) {
     if (auto st = (*tree)->StatStored(**dir, name);
         !st.ok() && st.status().code() == Code::kNotFound)
-      return Fail(st.status().WithContext(path));
+      return Fail(st.status());  // the tree names the entry by its vault path
   }
   const Totals totals =
       ProgressLine::WouldShow(o.quiet) ? VaultTotals(**volume, **tree, **dir, name) : Totals{};

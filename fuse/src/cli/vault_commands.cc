@@ -1,6 +1,7 @@
 // `sigilfs init`, `sigilfs passwd` and `sigilfs info`: creating and managing a vault's config.
 #include <fmt/core.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -95,7 +96,13 @@ int RunPasswd(const PasswdOptions& o) {
   return 0;
 }
 
-int RunInfo(const std::string& dir) {
+struct InfoOptions {
+  std::string dir;
+  fuse::PassphraseSource pass;  // given: the passphrase is checked too
+};
+
+int RunInfo(const InfoOptions& o) {
+  const std::string& dir = o.dir;
   const std::string config_name = ConfigNameOf(dir);
   auto c = core::Vault::LoadConfig(dir, config_name);
   if (!c.ok()) return Fail(c.status());
@@ -111,6 +118,15 @@ int RunInfo(const std::string& dir) {
   fmt::print("names:        aes-256-siv, unpadded base64url\n");
   fmt::print("key wrap:     aes-256-gcm under Argon2id({}, {})\n",
              Counted(c->kdf.opslimit, "pass", "passes"), MemoryText(c->kdf.memlimit));
+  // A passphrase given is checked (before a mount from /etc/fstab, say); without one nothing is
+  // asked: the rest needs none.
+  if (o.pass.passfile.empty() && o.pass.extpass.empty()) return 0;
+  std::fflush(stdout);
+  auto pass = fuse::ReadPassphrase(o.pass, "Passphrase", fuse::PromptMode::kExisting);
+  if (!pass.ok()) return Fail(pass.status());
+  if (auto vault = core::Vault::Unlock(dir, pass->span(), config_name); !vault.ok())
+    return Fail(vault.status());
+  fmt::print("passphrase:   unlocks the vault\n");
   return 0;
 }
 
@@ -147,10 +163,14 @@ void RegisterVaultCommands(CLI::App& app, Action& action) {
     });
   }
   {
-    auto dir = std::make_shared<std::string>();
+    auto o = std::make_shared<InfoOptions>();
     auto* cmd = app.add_subcommand("info", "Show a vault's parameters (never key material)");
-    cmd->add_option("CIPHERDIR", *dir, "The vault's cipher directory")->required();
-    cmd->callback([&action, dir] { action = [dir] { return RunInfo(*dir); }; });
+    cmd->add_option("CIPHERDIR", o->dir, "The vault's cipher directory")->required();
+    AddPassphraseOptions(*cmd, o->pass, "", "passphrase to check");
+    cmd->footer(
+        "Needs no passphrase. Given one (--passfile, --extpass), also checks that it unlocks the\n"
+        "vault: exit 1 if it does not.");
+    cmd->callback([&action, o] { action = [o] { return RunInfo(*o); }; });
   }
 }
 

@@ -37,7 +37,9 @@ class VaultLock {
 
   // Takes the lock on the vault in `dir` without waiting; kExclusive and kSharedMount make the
   // lock file if it is missing, kShared never does (no file: no holder). A conflicting holder: an
-  // error with EBUSY whose message is VaultInUseMessage(dir). A lock that cannot be had at all (no
+  // error with EBUSY whose message is VaultInUseMessage(dir), saying "is mounted --shared on
+  // POINT" where shared holders refuse an exclusive lock, "... on POINT without --shared" where an
+  // exclusive holder refuses a shared mount. A lock that cannot be had at all (no
   // lock file for a reader, a cipher directory this process may not write, a filesystem without
   // flock): an unheld lock whose why_not() says why.
   static Result<VaultLock> Acquire(const std::string& dir, LockMode mode);
