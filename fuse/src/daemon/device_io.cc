@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +33,38 @@ std::atomic<fuse_session*> g_session{nullptr};
 Transport g_transport = Transport::kAuto;
 bool g_amend_init = true;  // set before the session's threads start, then only read
 std::atomic<uint64_t> g_dev_requests{0};
+
+// Requests by kind (their opcode; FUSE's run to 52, kinds past the table count in its last
+// slot) and by transport: [0] /dev/fuse, [1] the ring.
+constexpr size_t kKinds = 64;
+std::array<std::array<std::atomic<uint64_t>, kKinds>, 2> g_kinds{};
+
+// Why the transport in use serves: set at INIT (or when the ring fails), read by the stats.
+Mutex g_why_mu;
+std::string g_why SIGILFS_GUARDED_BY(g_why_mu);
+void SetWhy(std::string why) {
+  MutexLock lock(g_why_mu);
+  g_why = std::move(why);
+}
+
+// The names of the request kinds as the stats show them, by opcode (FUSE's, to FUSE_STATX, 52,
+// of Linux 6.6; nullptr for the numbers FUSE leaves unused).
+constexpr const char* kKindNames[] = {
+    nullptr,        "lookup",        "forget",      "getattr",  "setattr",  "readlink",
+    "symlink",      nullptr,         "mknod",       "mkdir",    "unlink",   "rmdir",
+    "rename",       "link",          "open",        "read",     "write",    "statfs",
+    "release",      nullptr,         "fsync",       "setxattr", "getxattr", "listxattr",
+    "removexattr",  "flush",         "init",        "opendir",  "readdir",  "releasedir",
+    "fsyncdir",     "getlk",         "setlk",       "setlkw",   "access",   "create",
+    "interrupt",    "bmap",          "destroy",     "ioctl",    "poll",     "notify_reply",
+    "batch_forget", "fallocate",     "readdirplus", "rename2",  "lseek",    "copy_file_range",
+    "setupmapping", "removemapping", "syncfs",      "tmpfile",  "statx"};
+static_assert(std::size(kKindNames) < kKinds);  // the last slot counts the rest
+
+// The name of request kind `opcode`; nullptr for one FUSE does not have.
+const char* KindName(size_t opcode) {
+  return opcode < std::size(kKindNames) ? kKindNames[opcode] : nullptr;
+}
 
 // The ring: set once, by the thread that sent the INIT reply; stopped, and kept for its counts,
 // by StopDeviceIo.
@@ -69,14 +103,17 @@ bool Flagged(const void* buf, size_t n, uint32_t T::*field, uint32_t mask) {
   return (arg.*field & mask) != 0;
 }
 
-// Notes what the request in `buf` (`n` bytes) asks beyond its arguments, for this thread.
-void NoteRequest(const void* buf, size_t n) {
+// Notes what the request in `buf` (`n` bytes) asks beyond its arguments, for this thread, and
+// counts it by kind for the transport it came by (`ring`).
+void NoteRequest(const void* buf, size_t n, bool ring) {
   t_clears_set_id = false;
   t_direct_write = false;
   NoteRequestForReplyFaults(buf, n);
   if (n < sizeof(fuse_in_header)) return;
   fuse_in_header in;
   std::memcpy(&in, buf, sizeof in);
+  g_kinds[ring ? 1 : 0][std::min<size_t>(in.opcode, kKinds - 1)].fetch_add(
+      1, std::memory_order_relaxed);
   switch (in.opcode) {
     case FUSE_INIT: {
       // major, minor, max_readahead, flags, flags2 (the last only with FUSE_INIT_EXT).
@@ -115,16 +152,16 @@ ssize_t Read(int fd, void* buf, size_t len, void*) {
   const ssize_t n = ::read(fd, buf, len);
   if (n > 0) {
     g_dev_requests.fetch_add(1, std::memory_order_relaxed);
-    NoteRequest(buf, static_cast<size_t>(n));
+    NoteRequest(buf, static_cast<size_t>(n), false);
   } else {
-    NoteRequest(buf, 0);
+    NoteRequest(buf, 0, false);
   }
   return n;
 }
 
 // A request from the ring, served on the entry's thread as a read one would be.
 void ServeFromRing(void* msg, size_t size) {
-  NoteRequest(msg, size);
+  NoteRequest(msg, size, true);
   fuse_buf buf{};
   buf.mem = msg;
   buf.size = size;
@@ -187,6 +224,8 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
         std::memcpy(flags2_at, &flags2, sizeof flags2);
         start_ring = true;
         payload = PayloadSize(iov[1]);
+        SetWhy(g_transport == Transport::kUring ? "asked for: --transport uring"
+                                                : "auto: the kernel offers io_uring");
       } else if (g_transport == Transport::kUring) {
         // Asked for by name: no request is served over /dev/fuse. An INIT refused makes the
         // kernel refuse every request of the connection (ECONNREFUSED), and the daemon ends.
@@ -197,6 +236,11 @@ ssize_t Writev(int fd, iovec* iov, int count, void*) {
         return ::writev(fd, &refused, 1);
       } else if (g_transport == Transport::kAuto && g_uring_offered.load()) {
         Log("io_uring transport: %s; requests go over /dev/fuse", ring.message().c_str());
+        SetWhy("auto: the kernel offers io_uring, but " + ring.message());
+      } else if (g_transport == Transport::kAuto) {
+        SetWhy(
+            "auto: the kernel does not offer io_uring; Linux 6.14 and later do, with the fuse "
+            "module's enable_uring on");
       }
     }
   }
@@ -217,6 +261,7 @@ bool TakeOverDeviceIo(fuse_session* se, Transport transport, bool amend_init) {
   g_session.store(se);
   g_transport = transport;
   g_amend_init = amend_init;
+  SetWhy(transport == Transport::kDev ? "asked for: --transport dev" : "not yet chosen (no INIT)");
   ReplyFaultsFromEnvironment();
   const bool taken = fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0;
   g_taken_over.store(taken);
@@ -240,14 +285,38 @@ std::string DeviceIoRefusal() {
 
 TransportStats DeviceIoStats() {
   TransportStats s;
+  s.asked = g_transport == Transport::kAuto    ? "auto"
+            : g_transport == Transport::kUring ? "uring"
+                                               : "dev";
   s.dev_requests = g_dev_requests.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(g_uring_mu);
-  if (g_uring != nullptr) {
-    s.uring_requests = g_uring->requests();
-    s.queues = g_uring->queues();
-    s.depth = g_uring->depth();
-    if (!g_uring->failed()) s.transport = "uring";
+  bool ring_failed = false;
+  {
+    std::lock_guard<std::mutex> lock(g_uring_mu);
+    if (g_uring != nullptr) {
+      s.uring_requests = g_uring->requests();
+      s.queues = g_uring->queues();
+      s.depth = g_uring->depth();
+      ring_failed = g_uring->failed();
+      if (!ring_failed) s.transport = "uring";
+    }
   }
+  {
+    MutexLock lock(g_why_mu);
+    s.why = ring_failed ? "the ring failed, so /dev/fuse; the daemon's log says why" : g_why;
+  }
+  TransportStats::Kind other{"other"};  // opcodes this table does not name, together
+  for (size_t kind = 0; kind < kKinds; ++kind) {
+    const uint64_t dev = g_kinds[0][kind].load(std::memory_order_relaxed);
+    const uint64_t uring = g_kinds[1][kind].load(std::memory_order_relaxed);
+    if (dev == 0 && uring == 0) continue;
+    if (const char* name = KindName(kind); name != nullptr) {
+      s.kinds.push_back({name, dev, uring});
+    } else {
+      other.dev += dev;
+      other.uring += uring;
+    }
+  }
+  if (other.dev + other.uring > 0) s.kinds.push_back(std::move(other));
   return s;
 }
 

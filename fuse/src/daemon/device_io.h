@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "libfuse.h"
 #include "uring_transport.h"
@@ -27,13 +28,23 @@ bool TakeOverDeviceIo(fuse_session* se, Transport transport, bool amend_init);
 // connection while they wait).
 void StopDeviceIo();
 
-// Which transport the mount uses and what went through each.
+// Which transport the mount uses, why, and what went through each.
 struct TransportStats {
   const char* transport = "dev";  // "uring" once the ring serves requests, else "dev"
+  const char* asked = "dev";      // what the mount was told: "auto", "dev" or "uring"
+  std::string why;                // why `transport` serves, in a few words
   uint64_t dev_requests = 0;      // requests read from /dev/fuse (INIT, FORGET, INTERRUPT, ...)
   uint64_t uring_requests = 0;    // requests served through the ring
   unsigned queues = 0;            // the ring's queues (one per possible CPU) and entries in each
   unsigned depth = 0;
+  // Requests of each kind that came ("lookup", "write", ...: the FUSE opcode's name), over
+  // each transport; kinds none came of are left out. In opcode order.
+  struct Kind {
+    std::string name;
+    uint64_t dev = 0;
+    uint64_t uring = 0;
+  };
+  std::vector<Kind> kinds;
 };
 TransportStats DeviceIoStats();
 

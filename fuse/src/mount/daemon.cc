@@ -14,7 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <functional>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -26,6 +26,7 @@
 #include "lowlevel.h"
 #include "sigilfs/core/mountinfo.h"
 #include "sigilfs/fuse/mount_record.h"
+#include "stats.h"
 
 namespace sigilfs::fuse {
 namespace {
@@ -37,35 +38,6 @@ bool KeepsUserXattrs(core::BackingDir& dir) {
   return probe.ok() || probe.status().sys_errno() == ENODATA;
 }
 
-// The page-layer counters and the node table's as a JSON object, written whole (temporary
-// file, then rename) so a reader never sees half of it.
-void WriteStats(Filesystem& fs, const std::string& path) {
-  const core::PageStats stats = fs.volume().pages().counters().Snapshot();
-  nlohmann::ordered_json j;
-  for (size_t i = 0; i < stats.size(); ++i)
-    j[core::PageCounterName(static_cast<core::PageCounter>(i))] = stats[i];
-  const NodeStats nodes = fs.node_stats();
-  j["nodes"] = nodes.nodes;
-  j["nodes_remembered"] = nodes.remembered;
-  j["handle_lookups"] = nodes.handle_lookups;
-  j["getattrs"] = nodes.getattrs;
-  j["getxattrs"] = nodes.getxattrs;
-  j["lookups"] = nodes.lookups;
-  const TransportStats transport = DeviceIoStats();
-  j["transport"] = transport.transport;
-  j["requests_dev"] = transport.dev_requests;
-  j["requests_uring"] = transport.uring_requests;
-  j["uring_queues"] = transport.queues;
-  j["uring_queue_depth"] = transport.depth;
-  const std::string json = j.dump(2) + "\n";
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "we");
-  if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() ||
-      std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    Log("stats file %s: %s", path.c_str(), std::generic_category().message(errno).c_str());
-  }
-}
-
 // Wakes the housekeeper: SIGUSR1 (write the stats) and shutdown.
 int g_wake_fd = -1;
 void OnUsr1(int) {
@@ -73,12 +45,15 @@ void OnUsr1(int) {
   (void)!::write(g_wake_fd, &one, sizeof one);
 }
 
-// A thread beside the FUSE loop: writes the stats file on SIGUSR1, and unmounts after `idle`
-// without requests while no file is open (by raising SIGTERM, which ends the loop as Ctrl-C does).
+// A thread beside the FUSE loop: answers `sigilfs stats` on the mount record's socket, writes
+// the stats file on SIGUSR1, and unmounts after `idle` without requests while no file is open
+// (by raising SIGTERM, which ends the loop as Ctrl-C does). `stats` gives the figures.
 class Housekeeper {
  public:
-  Housekeeper(Filesystem& fs, const DaemonOptions& o) : fs_(fs), o_(o) {
-    if (o_.stats_file.empty() && o_.idle.count() == 0) return;
+  Housekeeper(Filesystem& fs, const DaemonOptions& o, const MountRecord& record,
+              std::function<std::string()> stats)
+      : fs_(fs), o_(o), record_(record), stats_(std::move(stats)) {
+    if (o_.stats_file.empty() && o_.idle.count() == 0 && record_.socket() < 0) return;
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (wake_fd_ < 0) return;
     g_wake_fd = wake_fd_;
@@ -115,14 +90,16 @@ class Housekeeper {
             ? static_cast<int>(std::clamp<int64_t>(o_.idle.count() * 100, 100, 5000))
             : -1;
     while (!stop_) {
-      pollfd p{wake_fd_, POLLIN, 0};
-      const int n = ::poll(&p, 1, tick_ms);
+      // A record without a socket gives -1, which poll leaves be.
+      pollfd p[2] = {{wake_fd_, POLLIN, 0}, {record_.socket(), POLLIN, 0}};
+      const int n = ::poll(p, 2, tick_ms);
       if (stop_) break;
-      if (n > 0) {
+      if (n > 0 && (p[0].revents & POLLIN) != 0) {
         uint64_t count = 0;
         (void)!::read(wake_fd_, &count, sizeof count);
-        if (!o_.stats_file.empty()) WriteStats(fs_, o_.stats_file);
+        if (!o_.stats_file.empty()) WriteStatsFile(stats_(), o_.stats_file);
       }
+      if (n > 0 && p[1].revents != 0) record_.AnswerWaiting(stats_);
       if (o_.idle.count() > 0 && fs_.open_files() == 0 && fs_.IdleFor() >= o_.idle) {
         Log("idle for %lld s: unmounting", static_cast<long long>(o_.idle.count()));
         ::kill(::getpid(), SIGTERM);
@@ -133,6 +110,8 @@ class Housekeeper {
 
   Filesystem& fs_;
   const DaemonOptions& o_;
+  const MountRecord& record_;
+  const std::function<std::string()> stats_;
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -173,6 +152,7 @@ std::string CanonicalPath(const std::string& dir) {
 }  // namespace
 
 int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
   RaiseFileLimit();
   Session session;
   session.mountpoint = o.mountpoint;
@@ -227,17 +207,18 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
     record = std::move(published).value();
     return true;
   };
+  const auto stats = [&] { return MountStats(fs, o.mountpoint, started); };
   std::optional<Housekeeper> housekeeper;
   session.serving = [&] {
-    // The serving process (fuse_daemonize forked it; the record's lock came along).
+    // The serving process (fuse_daemonize forked it; the record's lock and socket came along).
     if (Status named = record->NameThisProcess(); !named.ok()) Log("%s", named.ToString().c_str());
     if (o.on_serving) o.on_serving();
-    housekeeper.emplace(fs, o);
+    housekeeper.emplace(fs, o, *record, stats);
   };
   session.served = [&] { housekeeper.reset(); };
   session.unmounting = [&] {
     fs.FlushAll();  // every dirty page reaches the cipher files before the mount goes away
-    if (!o.stats_file.empty()) WriteStats(fs, o.stats_file);
+    if (!o.stats_file.empty()) WriteStatsFile(stats(), o.stats_file);
   };
   return RunSession(session);
 }

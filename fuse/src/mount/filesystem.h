@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "sigilfs/core/node_table.h"
@@ -212,6 +213,15 @@ class Filesystem {
   void CountGetattr() { getattrs_.fetch_add(1, std::memory_order_relaxed); }
   void CountGetxattr() { getxattrs_.fetch_add(1, std::memory_order_relaxed); }
   void CountLookup() { lookups_.fetch_add(1, std::memory_order_relaxed); }
+  // A name of directory `dir` that does not decrypt (`stored`, refused for `why`: changed, moved
+  // from another directory, its side file damaged), left out of a listing: logged, by its cipher
+  // path, the first time this mount meets it, and counted. Listing goes on without it, so the
+  // directory's other entries stay reachable (docs/threat-model.md).
+  void NoteSkippedName(const core::Node& dir, const std::string& stored, const Status& why);
+  // How many names listings left out so far, each counted once; past kMaxSkippedNames no more
+  // are told apart (or logged), and the count stops there.
+  uint64_t skipped_names() const;
+  static constexpr size_t kMaxSkippedNames = 10000;
   size_t max_readahead() const { return options_.max_readahead; }
   void set_acls(bool on) { acls_.store(on, std::memory_order_relaxed); }
   bool acls() const { return acls_.load(std::memory_order_relaxed); }
@@ -355,6 +365,9 @@ class Filesystem {
   std::atomic<uint64_t> getattrs_{0};
   std::atomic<uint64_t> getxattrs_{0};
   std::atomic<uint64_t> lookups_{0};
+  // The names listings left out, as "DEV:INO/STORED" of their directory's key (NoteSkippedName).
+  mutable Mutex skipped_mu_;
+  std::unordered_set<std::string> skipped_ SIGILFS_GUARDED_BY(skipped_mu_);
 
   std::atomic<std::chrono::steady_clock::rep> last_activity_ns_{
       std::chrono::steady_clock::now().time_since_epoch().count()};

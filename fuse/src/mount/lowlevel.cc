@@ -560,9 +560,9 @@ bool ReplyListing(Req& r, fuse_ino_t ino, size_t size, off_t offset, fuse_file_i
         used += n;
         return true;
       },
-      [ino](const std::string& stored, const Status& why) {
-        Log("directory %llu: skipping damaged entry %s: %s", static_cast<unsigned long long>(ino),
-            stored.c_str(), why.ToString().c_str());
+      [&r, ino](const std::string& stored, const Status& why) {
+        if (const std::shared_ptr<Inode> dir = r.server().Get(ino))
+          r.server().NoteSkippedName(*dir, stored, why);
       });
   if (!s.ok() && used == 0) {
     ReplyError(r, s);

@@ -41,6 +41,35 @@ NodeStats Filesystem::node_stats() const {
           lookups_.load(std::memory_order_relaxed)};
 }
 
+void Filesystem::NoteSkippedName(const core::Node& dir, const std::string& stored,
+                                 const Status& why) {
+  {
+    MutexLock lock(skipped_mu_);
+    if (skipped_.size() >= kMaxSkippedNames) return;
+    if (!skipped_
+             .insert(std::to_string(dir.key_dev) + ":" + std::to_string(dir.key_ino) + "/" + stored)
+             .second)
+      return;
+    if (skipped_.size() == kMaxSkippedNames)
+      Log("%zu names left out of listings: more are neither logged nor counted", skipped_.size());
+  }
+  std::string path;
+  {
+    ReaderLock lock(tree_mu_);
+    path = PathLocked(dir);
+  }
+  path = path == "." ? stored : path + "/" + stored;
+  // The cipher path only: a log never holds plaintext.
+  Log("left out of listings, as its name does not decrypt: %s (%s); logged once per mount, "
+      "counted by `sigilfs stats`",
+      path.c_str(), why.ToString().c_str());
+}
+
+uint64_t Filesystem::skipped_names() const {
+  MutexLock lock(skipped_mu_);
+  return skipped_.size();
+}
+
 Result<Object> Filesystem::OpenInode(const core::Node& inode, struct stat* st_out) const {
   auto& node = const_cast<core::Node&>(inode);
   // A node is reached by path, so a name that went stale (its entry replaced behind our back)

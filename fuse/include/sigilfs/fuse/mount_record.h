@@ -1,10 +1,12 @@
 // The mount record: how `sigilfs unmount` finds the daemon serving a mount and waits for it to
-// end, kept where no other user can block, plant or replace it (docs/design/mount.md, "The
-// mount record").
+// end, and how `sigilfs stats` asks that daemon alone, kept where no other user can block,
+// plant, replace or answer it (docs/design/mount.md, "The mount record").
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -22,6 +24,10 @@ namespace sigilfs::fuse {
 // the mount command returns until its process ends; the lock, not the file, says that it runs,
 // so a record left by a crash counts for nothing, and a reused process id cannot pass for the
 // daemon. The file holds the daemon's process id and start time, for messages.
+//
+// Beside it, "major:minor.sock": a Unix socket on which the daemon answers `sigilfs stats`. Only
+// the user (and root) may reach it, in that directory; the daemon answers only them, and the
+// asker believes only a socket of the mount's user, served by a process of that user.
 //
 // A later mount given the same device number (they are reused, lowest first, while a lazily
 // unmounted mount's daemon may still be writing back) replaces the record by rename: the older
@@ -49,13 +55,27 @@ class MountRecord {
 
   bool recorded() const { return fd_.get() >= 0; }
 
+  // The listening socket beside the record (-1 where it records nothing): readable while a
+  // question waits. Never blocks.
+  int socket() const { return socket_.get(); }
+  // Answers each question waiting on the socket with `answer()` (a few at a time: the daemon
+  // calls it again when the socket is readable again). A question from another user than this
+  // process's and root is closed unanswered; a slow reader gets what fits, never a wait.
+  void AnswerWaiting(const std::function<std::string()>& answer) const;
+
  private:
+  // Binds and listens on `name` in the directory, made 0600.
+  Status Listen(const std::string& name);
+
   core::UniqueFd dir_;
   core::UniqueFd fd_;
   std::string name_;
+  core::UniqueFd socket_;
+  dev_t socket_dev_ = 0;  // the socket's file, removed at the end only if its name still is it
+  ino_t socket_ino_ = 0;
 };
 
-// A mount's daemon, as its record shows it to `sigilfs unmount`.
+// A mount's daemon, as its record shows it to `sigilfs unmount` and `sigilfs stats`.
 class RecordedDaemon {
  public:
   // The record of the mount of `device` for user `uid`, if a daemon holds it now; else an error
@@ -69,7 +89,20 @@ class RecordedDaemon {
   // The process the record names, if it still runs.
   std::optional<core::VaultLock::Process> Process() const;
 
+  // The daemon's answer (its stats: a JSON object), asked on the socket beside the record and
+  // waited for at most `timeout`. Refused (an error, saying why): no socket (a daemon of a
+  // sigilfs before `sigilfs stats`), one that is not a socket of the record's user, a server
+  // that is not of that user, nothing listening, no whole answer in time, an answer past 1 MiB.
+  Result<std::string> Ask(std::chrono::milliseconds timeout) const;
+
  private:
+  // "its daemon (process N)", or "its daemon" where the record names none that runs.
+  std::string Who() const;
+
+  core::UniqueFd dir_;
+  std::string dir_path_;
+  std::string device_;
+  uid_t uid_ = 0;
   core::UniqueFd fd_;
 };
 
