@@ -104,7 +104,10 @@ fi
 declare -A m
 for k in "${!t[@]}"; do m[$k]=$(echo "${t[$k]}" | median); done
 
-echo "### Encrypted verity, $size_mib MiB, median of $runs ($(date -u +%Y-%m-%d), $(nproc) cores, $(uname -r))"
+# The CPU as lscpu names it (a virtual machine's may be cut short: "AMD EPYC"), or /proc/cpuinfo's.
+cpu=$(LC_ALL=C lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+[[ -n "$cpu" ]] || cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)
+echo "### Encrypted verity, $size_mib MiB, median of $runs ($(date -u +%Y-%m-%d), ${cpu:-$(uname -m)}, $(nproc) cores, $(uname -r))"
 echo
 echo "| operation | page cache | time (ms) | vs \`fsverity digest\` |"
 echo "|---|---|---:|---:|"

@@ -73,14 +73,204 @@ def ratio_cell(values, reference, unit):
 
 
 def table(header, rows, right_from):
-    """A Markdown table; columns from right_from on are right-aligned (figures)."""
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if i < right_from else "---:" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+    """A Markdown table; columns from right_from on are right-aligned (figures). The columns are
+    padded to one width, so that the table reads as well in a terminal as rendered."""
+    widths = [max([3] + [len(r[i]) for r in [header] + rows if i < len(r)])
+              for i in range(len(header))]
+
+    def line(cells):
+        return "| " + " | ".join(c.rjust(w) if i >= right_from else c.ljust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+    rule = "|" + "|".join("-" * (w + 2) if i < right_from else "-" * (w + 1) + ":"
+                          for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(header), rule] + [line(r) for r in rows])
+
+
+# The encrypted systems sigilfs is held against: a figure where sigilfs is behind the better of
+# them is flagged. Never another build of sigilfs (sigilfs-base) nor the baselines.
+PEERS = ("gocryptfs", "securefs")
+WARN = "⚠"
+TRANSPORTS = {"dev": "/dev/fuse", "uring": "io_uring"}
+
+
+def behind(mine, theirs, unit):
+    """Whether the figures `mine` are worse than `theirs` by more than the spread between runs:
+    with one run each, a worse figure; with several, even the best of mine is worse than the
+    worst of theirs."""
+    if not mine or not theirs:
+        return False
+    if lower_is_better(unit):
+        return min(mine) > max(theirs)
+    return max(mine) < min(theirs)
+
+
+def times_as_fast(values, reference, unit):
+    """How many times as fast `values` are as `reference`, by medians (for times, the inverse)."""
+    mine, ref = median(values), median(reference)
+    if not mine or not ref:
+        return float("nan")
+    return ref / mine if lower_is_better(unit) else mine / ref
+
+
+def best_of(results, names, key):
+    """Of names, the one with the best median for key (None when none has a figure)."""
+    measured = [(n, results.values(n, key)) for n in names if results.values(n, key)]
+    if not measured:
+        return None
+    pick = min if lower_is_better(key[2]) else max
+    return pick(measured, key=lambda nv: median(nv[1]))[0]
+
+
+def figure(values, unit):
+    return f"{fmt(median(values))} {unit}"
+
+
+class Flags:
+    """The figures of one table where a system is behind another: a ⚠ in its cells, and lines
+    naming both figures and the ratio."""
+
+    def __init__(self, results, keys, names, runs):
+        self.results = results
+        self.cells = set()     # (system, key) cells that get the mark
+        self.behind = []       # lines under "Behind a peer:"
+        self.uring = []        # lines under "sigilfs-uring slower than sigilfs:"
+        self.runs = runs
+        self.pairs = []        # (system, peers) compared, for the rule under the table
+        self.names = names
+        self.keys = keys
+
+    def against_peers(self, mine, peers):
+        """Flags each row where mine is behind the best (by median) of peers."""
+        peers = [p for p in peers if p in self.names and p != mine]
+        if mine not in self.names or not peers:
+            return
+        self.pairs.append((mine, peers))
+        for key in self.keys:
+            ours = self.results.values(mine, key)
+            best = best_of(self.results, peers, key)
+            theirs = self.results.values(best, key) if best else []
+            if behind(ours, theirs, key[2]):
+                self.cells.add((mine, key))
+                w, m, u = key
+                self.behind.append(
+                    f"- {w} {m}: {mine} {figure(ours, u)}, {best} {figure(theirs, u)} "
+                    f"({best} {times_as_fast(theirs, ours, u):.2f}× as fast)")
+
+    def uring_against_dev(self):
+        """A line for each row where sigilfs over io_uring is behind sigilfs over /dev/fuse."""
+        if "sigilfs" not in self.names or "sigilfs-uring" not in self.names:
+            return
+        for key in self.keys:
+            ring, dev = (self.results.values(n, key) for n in ("sigilfs-uring", "sigilfs"))
+            if behind(ring, dev, key[2]):
+                w, m, u = key
+                self.uring.append(
+                    f"- {w} {m}: sigilfs-uring {figure(ring, u)}, sigilfs {figure(dev, u)} "
+                    f"({times_as_fast(ring, dev, u):.2f}× as fast)")
+
+    def cell(self, name, key):
+        text = cell(self.results.values(name, key))
+        return f"{text} {WARN}" if (name, key) in self.cells else text
+
+    def how(self):
+        """The rule of behind(), in words."""
+        if self.runs > 1:
+            return ("by more than the spread between runs: even its best run is worse than the "
+                    "worst run of the one it is held against")
+        return "one run, so any worse figure; a few percent may be noise, use --runs 3"
+
+    def rule(self):
+        """What the marks mean, for under the table."""
+        if not self.pairs:
+            return []
+        who = "; ".join(f"{mine} against the better (by median) of {' and '.join(peers)}"
+                        if len(peers) > 1 else f"{mine} against {peers[0]}"
+                        for mine, peers in self.pairs)
+        return [f"{WARN}: behind a peer ({who}), {self.how()}."]
+
+    def lines(self, where=""):
+        """The lists for under the table; `where` names the table, for the terminal."""
+        out = []
+        if self.pairs:
+            head = f"Behind a peer{f' ({where})' if where else ''}:"
+            out += [head] + self.behind if self.behind else [f"{head} nowhere."]
+        if self.uring:
+            rule = "same rule" if self.pairs else self.how()
+            out += [""] if out else []
+            out += [f"sigilfs-uring slower than sigilfs ({rule}):"] + self.uring
+        return out
+
+
+class TransportUse:
+    """Which transport carried one mount's requests, from its daemon's stats (sigilfs)."""
+
+    def __init__(self, where, run, stats):
+        self.where = where
+        self.run = run
+        self.known = "transport" in stats
+        self.transport = str(stats.get("transport", "unknown"))
+        self.dev = int(stats.get("requests_dev") or 0)
+        self.uring = int(stats.get("requests_uring") or 0)
+
+    @property
+    def total(self):
+        return self.dev + self.uring
+
+    def describe(self):
+        if not self.known:
+            return "the daemon's stats name no transport (a build older than the stats' transport)"
+        return (f"served over {TRANSPORTS.get(self.transport, self.transport)}, requests over "
+                f"io_uring: {self.uring:,} of {self.total:,}")
+
+
+def transport_cell(uses):
+    """A system's transport over all its measured mounts, for the Systems table."""
+    if uses is None:
+        return "—"
+    uses = [u for u in uses if u.known]
+    if not uses:
+        return "not known (no stats from the daemon)"
+    counts = {}
+    for u in uses:
+        counts[u.transport] = counts.get(u.transport, 0) + 1
+    served = ", ".join(TRANSPORTS.get(t, t) + (f" ({n} of {len(uses)} mounts)"
+                                               if len(counts) > 1 else "")
+                       for t, n in counts.items())
+    uring, total = sum(u.uring for u in uses), sum(u.total for u in uses)
+    share = f" ({100 * uring / total:.0f}%)" if total else ""
+    return f"{served}; requests over io_uring: {uring:,} of {total:,}{share}"
+
+
+def transport_warnings(systems, transports):
+    """A line for each system whose requests did not go where it asked: sigilfs-uring with
+    mounts where the ring carried under half of them (its figures then do not measure io_uring),
+    sigilfs over /dev/fuse with requests over the ring."""
+    out = []
+    for s in systems:
+        asked = getattr(s, "transport", None)
+        uses = [u for u in transports.get(s.name, []) if u.known]
+        if asked == "uring":
+            missed = [u for u in uses if 2 * u.uring < u.total or u.total == 0]
+            if missed:
+                out.append(
+                    f"{WARN} {s.name} does not measure io_uring in {len(missed)} of {len(uses)} "
+                    "mounts: the ring carried under half of their requests ("
+                    + "; ".join(f"{u.where}, run {u.run}: {u.uring:,} of {u.total:,}"
+                                for u in missed) + ").")
+        elif asked == "dev":
+            strays = [u for u in uses if u.uring > 0]
+            if strays:
+                out.append(
+                    f"{WARN} {s.name} asked for /dev/fuse, yet the ring carried requests in "
+                    f"{len(strays)} of {len(uses)} mounts ("
+                    + "; ".join(f"{u.where}, run {u.run}: {u.uring:,} of {u.total:,}"
+                                for u in strays) + ").")
+    return out
 
 
 def write_summary(path, ctx, results, systems, charts):
+    """Writes summary.md; returns its gist for the terminal: where it ran, the transports, the
+    results table and the figures where sigilfs is behind."""
     names = [s.name for s in systems]
     keys = results.keys()
     shared = [k for k in keys
@@ -106,6 +296,7 @@ def write_summary(path, ctx, results, systems, charts):
     out += ["", "## Machine", ""]
     out.append(table(["machine", ""], [
         ["CPU", ctx.cpu_model],
+        ["virtual machine", ctx.virtual],
         ["cores", str(os.cpu_count())],
         ["memory", ctx.memory],
         ["kernel", os.uname().release],
@@ -113,8 +304,14 @@ def write_summary(path, ctx, results, systems, charts):
         ["date (UTC)", f"{ctx.started:%Y-%m-%d %H:%M:%S}"],
     ], 99))
     out += ["", "## Systems", ""]
-    out.append(table(["system", "version", "configuration"],
-                     [[s.name, s.version(), s.config] for s in systems], 99))
+    out.append(table(["system", "version", "configuration", "transport used"],
+                     [[s.name, s.version(), s.config, system_transport(ctx, s)]
+                      for s in systems], 99))
+    warnings = transport_warnings(systems, ctx.transports)
+    if any(hasattr(s, "transport") for s in systems):
+        out += ["", "Transport used: what each sigilfs daemon counted (its `--stats-file`, "
+                "written on SIGUSR1 after each workload group), summed over the mounts."]
+        out += ["", *warnings] if warnings else []
     tools = [f"{p} {dpkg_version(p)}" for p in ("iozone3", "fio", "coreutils", "tar", "rsync",
                                                  "fsverity", "gnuplot-nox", "fuse3")
              if dpkg_version(p)]
@@ -122,11 +319,22 @@ def write_summary(path, ctx, results, systems, charts):
     out.append("Options: " + ctx.options_text + ".")
     out += ["", f"Command: `{ctx.command}`"]
 
+    gist = [f"Comparison run, {ctx.started:%Y-%m-%d %H:%M} UTC: {ctx.options_text}.",
+            f"Machine: {ctx.cpu_model}, {os.cpu_count()} cores, {ctx.memory}, kernel "
+            f"{os.uname().release}, virtual machine: {ctx.virtual}; {ctx.backing_fs}."]
+    gist += [f"Transport of {s.name}: {system_transport(ctx, s)}."
+             for s in systems if hasattr(s, "transport")]
+    gist += warnings
     if shared:
-        out += ["", "## Results", ""]
-        rows = [[w, m, u] + [cell(results.values(n, (w, m, u))) for n in names]
-                for w, m, u in shared]
-        out.append(table(["workload", "metric", "unit"] + names, rows, 3))
+        flags = Flags(results, shared, names, ctx.runs)
+        flags.against_peers("sigilfs", PEERS)
+        flags.uring_against_dev()
+        rows = [[w, m, u] + [flags.cell(n, (w, m, u)) for n in names] for w, m, u in shared]
+        results_table = table(["workload", "metric", "unit"] + names, rows, 3)
+        below = flags.rule() + ([""] if flags.rule() else []) + flags.lines()
+        out += ["", "## Results", "", results_table]
+        out += ["", *below] if below else []
+        gist += ["", results_table] + (["", *below] if below else [])
         if "sigilfs" in names:
             out += ["", "## Relative to sigilfs", "",
                     "Each system's median over sigilfs' median (for times, the inverse): above 1 "
@@ -136,17 +344,29 @@ def write_summary(path, ctx, results, systems, charts):
                     for w, m, u in shared]
             out.append(table(["workload", "metric"] + names, rows, 2))
     if reverse and reverse_names:
+        flags = Flags(results, reverse, reverse_names, ctx.runs)
+        flags.against_peers("sigilfs", PEERS)
         out += ["", "## Encrypted views of a plain tree (reverse mode)", ""]
-        rows = [[w, m, u] + [cell(results.values(n, (w, m, u))) for n in reverse_names]
+        rows = [[w, m, u] + [flags.cell(n, (w, m, u)) for n in reverse_names]
                 for w, m, u in reverse]
         out.append(table(["workload", "metric", "unit"] + reverse_names, rows, 3))
+        if flags.pairs:
+            out += ["", *flags.rule(), "", *flags.lines()]
+            gist += ["", *flags.lines("reverse mode, encrypted views")]
     if several and several_names:
+        flags = Flags(results, several, several_names, ctx.runs)
+        # Each mode against the peer's same mode.
+        flags.against_peers("sigilfs", ["gocryptfs"])
+        flags.against_peers("sigilfs --shared", ["gocryptfs -sharedstorage"])
         out += ["", "## A vault on shared storage (sshfs)", "",
                 "The cipher directory on sshfs (an sshd on 127.0.0.1, `-o dir_cache=no`), each "
                 "system mounted as usual and in its mode for vaults that several hosts use.", ""]
-        rows = [[w, m, u] + [cell(results.values(n, (w, m, u))) for n in several_names]
+        rows = [[w, m, u] + [flags.cell(n, (w, m, u)) for n in several_names]
                 for w, m, u in several]
         out.append(table(["workload", "metric", "unit"] + several_names, rows, 3))
+        if flags.pairs:
+            out += ["", *flags.rule(), "", *flags.lines()]
+            gist += ["", *flags.lines("a vault on shared storage, sshfs")]
     if only:
         out += ["", "## sigilfs only", ""]
         rows = [[w, m, u, cell(results.values("sigilfs", (w, m, u)))] for w, m, u in only]
@@ -157,8 +377,17 @@ def write_summary(path, ctx, results, systems, charts):
     if ctx.notes:
         out += ["", "## Notes", ""]
         out += [f"- {n}" for n in ctx.notes]
+        gist += ["", f"Notes: {len(ctx.notes)} (failed steps, systems left out) in summary.md."]
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
+    return "\n".join(gist) + "\n"
+
+
+def system_transport(ctx, system):
+    """The Systems table's "transport used" of a system: only sigilfs' daemons count theirs."""
+    if not hasattr(system, "transport"):
+        return "—"
+    return transport_cell(ctx.transports.get(system.name, []))
 
 
 def _chart_title(workload, unit):
@@ -255,15 +484,45 @@ def read_tables(path):
     return tables
 
 
+# The Systems table's "transport used" of a sigilfs system (transport_cell()).
+TRANSPORT_USED = re.compile(r"requests over io_uring: ([0-9,]+) of ([0-9,]+)")
+
+
+def check_machine(tables, systems):
+    """What is missing from the summary's account of where it ran: the CPU, the kernel, and each
+    listed sigilfs system's transport as its daemon counted it."""
+    problems = []
+    rows = {row[0]: row[1] for t in tables if t[0][0] == "machine" for row in t[1:]
+            if len(row) > 1}
+    for what in ("CPU", "kernel"):
+        if not rows.get(what) or rows[what] == "unknown":
+            found = "no row" if what not in rows else rows[what] or "empty"
+            problems.append(f"the Machine table names no {what} ({found})")
+    listed = {row[0]: row for t in tables if t[0][0] == "system" for row in t[1:]}
+    header = next((t[0] for t in tables if t[0][0] == "system"), [])
+    if "transport used" not in header:
+        return problems + ["the Systems table has no column \"transport used\""]
+    col = header.index("transport used")
+    for s in systems:
+        value = listed.get(s, [])[col] if col < len(listed.get(s, [])) else ""
+        if not s.startswith("sigilfs"):
+            continue
+        found = TRANSPORT_USED.search(value)
+        if not found or int(found.group(2).replace(",", "")) == 0:
+            problems.append(f"{s}: no requests counted in \"transport used\" ({value or 'empty'})")
+    return problems
+
+
 def check_table(path, systems):
     """0 when path's tables have a figure in every cell of every listed system's column, and one
-    table holds all of them; otherwise 1, with what is missing on stderr."""
+    table holds all of them, and the summary says where it ran (CPU, kernel, and the transport
+    of each listed sigilfs system); otherwise 1, with what is missing on stderr."""
     try:
         tables = read_tables(path)
     except OSError as e:
         log(f"check-table: {e}")
         return 1
-    problems = []
+    problems = check_machine(tables, systems)
     comparison = [t for t in tables if all(s in t[0] for s in systems) and len(t) > 1]
     if not comparison:
         problems.append(f"no table with a column for each of {', '.join(systems)}")
@@ -284,5 +543,5 @@ def check_table(path, systems):
         return 1
     rows = sum(len(t) - 1 for t in comparison)
     log(f"check-table: {path}: every cell has a figure ({rows} rows in {len(comparison)} tables, "
-        f"systems {', '.join(systems)})")
+        f"systems {', '.join(systems)}); CPU, kernel and transports are named")
     return 0

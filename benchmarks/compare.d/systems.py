@@ -1,9 +1,11 @@
 # The filesystems benchmarks/compare measures: how each is created, mounted and unmounted.
 import atexit
 import contextlib
+import json
 import os
 import re
 import resource
+import signal
 import socket
 import subprocess
 import time
@@ -19,6 +21,8 @@ MOUNT_TIMEOUT = 300
 # After the kernel lets go of a mount, a daemon may still be writing its caches out; the next
 # measurement must not compete with that.
 EXIT_TIMEOUT = 300
+# How long a sigilfs daemon may take to write its stats file after SIGUSR1.
+STATS_TIMEOUT = 10
 
 # Every mount the harness has made and not yet unmounted, for the cleanup at exit.
 active = set()
@@ -305,8 +309,36 @@ class Sigilfs(System):
              "--passfile", self.ctx.passfile])
 
     def daemon_command(self, cipher, mnt):
+        # Its counters (which transport carried how many requests) go to the stats file when the
+        # daemon gets SIGUSR1: see daemon_stats(). In the scratch area, not beside the vault,
+        # which may be on the sshfs store being measured.
+        self.stats_file = os.path.join(self.ctx.scratch, f"stats-{self.name}.json")
         return ([self.prog, "mount", cipher, mnt, "-f", "--passfile", self.ctx.passfile,
-                 "--transport", self.transport], None, None)
+                 "--transport", self.transport, "--stats-file", self.stats_file], None, None)
+
+    def daemon_stats(self):
+        """The mounted daemon's counters (its stats file, which SIGUSR1 makes it write), or None
+        when it wrote none within STATS_TIMEOUT seconds. Sent to our own child, by its pid."""
+        if self.daemon is None or self.daemon.poll() is not None or not self.ready:
+            return None
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.stats_file)
+        try:
+            os.kill(self.daemon.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return None  # it exited meanwhile; the unmount reports how
+        deadline = time.monotonic() + STATS_TIMEOUT
+        while time.monotonic() < deadline:
+            # Written whole (a temporary file, then a rename): never read half done.
+            try:
+                with open(self.stats_file) as f:
+                    return json.load(f)
+            except FileNotFoundError:
+                time.sleep(0.02)
+            except (OSError, ValueError) as e:
+                log(f"{self.name}: unreadable stats file: {e}")
+                return None
+        return None
 
     def unmount_command(self, mnt):
         return [self.prog, "unmount", mnt]
