@@ -2,7 +2,9 @@
 // by a record that no other user can block (it returns within its timeout whatever nobody does),
 // plant or replace (a directory or record not the mount user's own is refused, by the mount and
 // by unmount), and that an old daemon of a reused device number does not confuse; a mount that
-// cannot have a record is refused, and an unmount that finds none says so.
+// cannot have a record is refused, and an unmount that finds none says so. `sigilfs stats` asks
+// the daemon through the socket beside its record, which no other user can reach, answer for or
+// jam.
 #include "sigilfs/fuse/mount_record.h"
 
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
@@ -30,6 +33,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sigilfs/core/mountinfo.h"
@@ -520,6 +524,119 @@ TEST_F(MountRecordTest, AUsersRecordIsInItsRuntimeDirectory) {
   daemon.End();
   EXPECT_TRUE(found->Ended());
   EXPECT_FALSE(fs::exists("/run/user/65534/sigilfs/0:999999"));
+}
+
+// `sigilfs stats POINT`, killed after 30 s should it block (exit 124 then).
+test::ProcessResult Stats(const std::string& point) {
+  return RunProcess({"/usr/bin/timeout", "30", Sigilfs(), "stats", point, "--json"});
+}
+
+// A Unix socket bound at `path` and listening (as the process is when called); -1 on failure.
+int ListenAt(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), std::min(path.size(), sizeof addr.sun_path - 1));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  return ::listen(fd, 16) == 0 ? fd : -1;
+}
+
+// `sigilfs stats` asks the mount's daemon alone. Another user can neither reach its socket nor
+// put one of its own beside it. Should a socket be planted all the same (here by root, as only
+// someone who may write the record directory could), its answer is not believed unless it is a
+// socket of the mount's user, served by that user, from the process the record names; and one
+// that takes the question and never answers holds the command up for five seconds, no more.
+TEST_F(MountRecordTest, AnotherUserCannotForgeOrJamTheStats) {
+  test::MountedVault v({"--shared"});
+  const std::string device = DeviceOf(v.plain());
+  ASSERT_FALSE(device.empty());
+  const std::string socket = std::string(kRecords) + "/" + device + ".sock";
+  Actor nobody(true, [&](const auto& ready) {
+    std::string done;
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, socket.c_str(), socket.size());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) done += " asked;";
+    if (ListenAt(socket + ".x") >= 0) done += " bound one beside it;";
+    ready(done);
+  });
+  EXPECT_EQ(nobody.report(), "") << "what nobody could do";
+  test::ProcessResult r = Stats(v.plain());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"pid\": " + std::to_string(v.pid()) + ","));
+
+  const std::string point = "sigilfs: " + v.plain() + ": ";
+  const std::string forged = "{\"pid\": " + std::to_string(v.pid()) + ", \"nodes\": 999}";
+  // Served by nobody: a socket of root's, listened on once the process became nobody.
+  ASSERT_EQ(::unlink(socket.c_str()), 0);
+  Actor turned(false, [&](const auto& ready) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, socket.c_str(), socket.size());
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    const bool became = ::setgroups(0, nullptr) == 0 && ::setgid(test::kNogroup) == 0 &&
+                        ::setuid(test::kNobody) == 0;
+    ready(bound && became && ::listen(fd, 16) == 0 ? "" : "not listening");
+  });
+  ASSERT_EQ(turned.report(), "");
+  r = Stats(v.plain());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, point + socket + " is served by uid 65534, not 0: not believed\n");
+  turned.End();
+
+  // Served by root, but not by the daemon the record names: its word is not taken.
+  ASSERT_EQ(::unlink(socket.c_str()), 0);
+  Actor other(false, [&](const auto& ready) {
+    const int fd = ListenAt(socket);
+    std::thread answer([&] {
+      const int peer = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      const std::string text = "{\"pid\": " + std::to_string(::getpid()) + ", \"nodes\": 999}";
+      (void)!::write(peer, text.data(), text.size());
+      ::close(peer);
+    });
+    answer.detach();
+    ready(fd >= 0 ? "" : "not listening");
+  });
+  ASSERT_EQ(other.report(), "");
+  r = Stats(v.plain());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, point + "the answer did not come from its daemon (process " +
+                       std::to_string(v.pid()) + "): not believed\n");
+  other.End();
+
+  // Takes the question and never answers.
+  ASSERT_EQ(::unlink(socket.c_str()), 0);
+  Actor silent(false, [&](const auto& ready) { ready(ListenAt(socket) >= 0 ? "" : "no"); });
+  ASSERT_EQ(silent.report(), "");
+  const auto start = std::chrono::steady_clock::now();
+  r = Stats(v.plain());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, point + "its daemon (process " + std::to_string(v.pid()) +
+                       ") did not answer within 5 s\n");
+  silent.End();
+
+  // Nobody's own socket, moved into the directory.
+  ASSERT_EQ(::mkdir("/run/nobodys", 0700), 0);
+  ASSERT_EQ(::chown("/run/nobodys", test::kNobody, test::kNogroup), 0);
+  Actor planted(true, [&](const auto& ready) {
+    const int fd = ListenAt("/run/nobodys/s");
+    std::thread answer([&] {
+      const int peer = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      (void)!::write(peer, forged.data(), forged.size());
+      ::close(peer);
+    });
+    answer.detach();
+    ready(fd >= 0 ? "" : "not listening");
+  });
+  ASSERT_EQ(planted.report(), "");
+  ASSERT_EQ(::rename("/run/nobodys/s", socket.c_str()), 0);
+  r = Stats(v.plain());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, point + socket + " is not a socket of uid 0's: not used\n");
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace

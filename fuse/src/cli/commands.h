@@ -21,6 +21,7 @@ using Action = std::function<int()>;
 void RegisterVaultCommands(CLI::App& app, Action& action);     // init, passwd, info
 void RegisterDemoCommand(CLI::App& app, Action& action);       // demo
 void RegisterMountCommands(CLI::App& app, Action& action);     // mount, unmount
+void RegisterStatsCommand(CLI::App& app, Action& action);      // stats
 void RegisterVerityCommands(CLI::App& app, Action& action);    // verity enable, measure, verify
 void RegisterFsckCommand(CLI::App& app, Action& action);       // fsck
 void RegisterTransferCommands(CLI::App& app, Action& action);  // export, import

@@ -15,6 +15,7 @@ int Run(int argc, char** argv) {
   sigilfs::cli::Action action;
   sigilfs::cli::RegisterVaultCommands(app, action);
   sigilfs::cli::RegisterMountCommands(app, action);
+  sigilfs::cli::RegisterStatsCommand(app, action);
   sigilfs::cli::RegisterVerityCommands(app, action);
   sigilfs::cli::RegisterFsckCommand(app, action);
   sigilfs::cli::RegisterTransferCommands(app, action);

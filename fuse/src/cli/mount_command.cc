@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -16,7 +15,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "../daemon/options.h"
@@ -24,6 +22,7 @@
 #include "../daemon/uring_transport.h"
 #include "../mount/daemon.h"
 #include "commands.h"
+#include "mounts.h"
 #include "sigilfs/core/mountinfo.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
@@ -247,37 +246,6 @@ int RunMount(MountArgs a) {
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
-// The mount on `mountpoint` (the last one there, which is on top), if any.
-std::optional<core::MountInfoEntry> MountOn(const std::string& mountpoint) {
-  const auto [point, resolved] = core::MountTableForms(mountpoint);
-  std::optional<core::MountInfoEntry> found;
-  for (core::MountInfoEntry& m : core::ReadMountInfo())
-    if (m.mount_point == point || m.mount_point == resolved) found = std::move(m);
-  return found;
-}
-
-// The user a FUSE mount is for (its user_id option), or nullopt.
-std::optional<uid_t> MountUser(const core::MountInfoEntry& m) {
-  std::istringstream options(m.super_options);
-  for (std::string option; std::getline(options, option, ',');)
-    if (option.starts_with("user_id=")) {
-      uid_t uid = 0;
-      const auto [end, ec] = std::from_chars(option.data() + 8, option.data() + option.size(), uid);
-      if (ec == std::errc() && end == option.data() + option.size()) return uid;
-    }
-  return std::nullopt;
-}
-
-// The record of the daemon serving the mount on `mountpoint` (docs/design/mount.md, "The mount
-// record"), found while it serves; else why there is none.
-Result<fuse::RecordedDaemon> RecordOf(const std::string& mountpoint) {
-  const auto mount = MountOn(mountpoint);
-  if (!mount) return Status(Code::kNotFound, "it is not in the mount table", ENOENT);
-  const auto user = MountUser(*mount);
-  if (!user) return Status(Code::kNotFound, "the mount names no user_id", ENOENT);
-  return fuse::RecordedDaemon::Find(mount->device, *user);
-}
-
 // fusermount3 -u MOUNTPOINT: its exit status.
 int Fusermount(const std::string& mountpoint) {
   const pid_t pid = ::fork();
@@ -376,7 +344,8 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
                   "next open (close-to-open, as NFS); for vaults on NFS, sshfs or synced folders "
                   "(also -o shared)");
     cmd->add_option("--stats-file", a->stats_file,
-                    "Write the page-layer counters here as JSON on unmount and on SIGUSR1");
+                    "Also write the mount's figures (as `sigilfs stats --json` prints them) to "
+                    "this file on SIGUSR1 and on unmount");
     cmd->add_option("--idle", a->idle,
                     "Unmount after this long without use and with no file open (90s, 10m, 2h)");
     cmd->add_option("--handle-cache", a->handle_cache,
@@ -387,10 +356,11 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
                     "The kernel's read-ahead for the mount in KiB, which bounds the size of "
                     "sequential read requests (default 2048; 0 keeps the kernel's 128; set only "
                     "when mounting as root)");
-    cmd->add_option("--transport", a->transport,
-                    "How the kernel hands requests to the daemon: uring (FUSE over io_uring, "
-                    "Linux 6.14+ with the fuse module's enable_uring on), dev (/dev/fuse), or auto "
-                    "(the default: io_uring where the kernel offers it); --stats-file shows which");
+    cmd->add_option(
+        "--transport", a->transport,
+        "How the kernel hands requests to the daemon: uring (FUSE over io_uring, "
+        "Linux 6.14+ with the fuse module's enable_uring on), dev (/dev/fuse), or auto "
+        "(the default: io_uring where the kernel offers it); `sigilfs stats` shows which");
     cmd->footer(
         "From /etc/fstab: CIPHERDIR MOUNTPOINT fuse.sigilfs passfile=FILE[,OPTIONS] 0 0\n"
         "(also idle=, stats_file=, handle_cache=, readahead=, transport=, shared, noxattr, noacl, "

@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "commands.h"
+#include "mounts.h"
 #include "sigilfs/core/format.h"
 #include "sigilfs/core/vault.h"
 
@@ -118,6 +121,11 @@ int RunInfo(const InfoOptions& o) {
   fmt::print("names:        aes-256-siv, unpadded base64url\n");
   fmt::print("key wrap:     aes-256-gcm under Argon2id({}, {})\n",
              Counted(c->kdf.opslimit, "pass", "passes"), MemoryText(c->kdf.memlimit));
+  if (config_name == core::kConfigFileName) {
+    const std::vector<std::string> mounts = MountsOfVault(dir);
+    fmt::print("mounted:      {}\n", mounts.empty() ? "no" : mounts.front());
+    for (size_t i = 1; i < mounts.size(); ++i) fmt::print("              {}\n", mounts[i]);
+  }
   // A passphrase given is checked (before a mount from /etc/fstab, say); without one nothing is
   // asked: the rest needs none.
   if (o.pass.passfile.empty() && o.pass.extpass.empty()) return 0;
