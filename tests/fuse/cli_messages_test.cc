@@ -10,6 +10,7 @@
 
 #include "sigilfs/core/config.h"
 #include "sigilfs/core/format.h"
+#include "test_support/cli_vault.h"
 #include "test_support/mount.h"
 #include "test_support/mount_table.h"
 #include "test_support/process.h"
@@ -21,22 +22,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::ProcessResult;
-using test::RunProcess;
 
-class CliMessagesTest : public ::testing::Test {
+class CliMessagesTest : public test::CliVaultTest {
  protected:
   void SetUp() override {
-    std::ofstream(Pass()) << "hunter2\n";
+    CliVaultTest::SetUp();
     std::ofstream(Wrong()) << "hunter3\n";
-    ASSERT_EQ(Sigilfs({"init", Vault(), "--kdf", "test", "--passfile", Pass()}).exit_code, 0);
   }
-  ProcessResult Sigilfs(std::vector<std::string> args) {
-    args.insert(args.begin(), SIGILFS_BINARY);
-    return RunProcess(args);
-  }
-  std::string Path(const std::string& name) const { return (tmp_.path() / name).string(); }
-  std::string Vault() const { return Path("vault"); }
-  std::string Pass() const { return Path("pass"); }
   std::string Wrong() const { return Path("wrong"); }
   // A plain file and an empty directory beside the vault.
   std::string AFile() const {
@@ -47,8 +39,6 @@ class CliMessagesTest : public ::testing::Test {
     fs::create_directories(Path("adir"));
     return Path("adir");
   }
-
-  test::TempDir tmp_;
 };
 
 // "not found: nonexist: nonexist: No such file or directory" named the entry twice.

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string_view>
 #include <vector>
@@ -114,6 +115,13 @@ Status CheckMountPoint(const std::string& mountpoint) {
   if (::stat(mountpoint.c_str(), &st) != 0) {
     if (errno == ENOENT)
       return Status(Code::kNotFound, "the mount point " + mountpoint + " does not exist", ENOENT);
+    // A mount whose daemon has ended (killed, crashed) stays until it is unmounted.
+    if (errno == ENOTCONN)
+      return Status(
+          Code::kIoError,
+          "the mount point " + mountpoint + " is left by a mount whose daemon has ended (" +
+              ::strerrordesc_np(ENOTCONN) + "): 'sigilfs unmount " + mountpoint + "' clears it",
+          ENOTCONN);
     return Status::FromErrno(errno, "the mount point " + mountpoint);
   }
   if (!S_ISDIR(st.st_mode))

@@ -1,4 +1,5 @@
 // `sigilfs mount` and `sigilfs unmount`.
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -9,19 +10,24 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "../daemon/options.h"
 #include "../daemon/process.h"
 #include "../daemon/uring_transport.h"
 #include "../mount/daemon.h"
 #include "commands.h"
+#include "holders.h"
 #include "mounts.h"
 #include "sigilfs/core/mountinfo.h"
 #include "sigilfs/core/vault.h"
@@ -176,8 +182,8 @@ int RunMount(MountArgs a) {
     return std::find(d.fuse_options.begin(), d.fuse_options.end(), o) != d.fuse_options.end();
   };
   d.kernel_acls = acl.value_or(has("default_permissions") || has("allow_other"));
-  // A value an option cannot take is a usage error, as CLI11's own are.
   fuse::KeepSecretsOutOfDumps();  // before the passphrase is read
+  // A value an option cannot take is a usage error, as CLI11's own are.
   if (!a.idle.empty()) {
     auto idle = ParseDuration(a.idle);
     if (!idle.ok()) return FailUsage(idle.status());
@@ -246,34 +252,127 @@ int RunMount(MountArgs a) {
   return fuse::RunDaemon(std::move(volume).value(), d);
 }
 
-// fusermount3 -u MOUNTPOINT: its exit status.
-int Fusermount(const std::string& mountpoint) {
+// What fusermount3 -u MOUNTPOINT did: its exit status and what it wrote on stderr.
+struct FusermountResult {
+  int code = 0;
+  std::string words;
+  // Refused because something still uses the mount (EBUSY): worth another try.
+  bool busy() const {
+    return code != 0 && words.find("Device or resource busy") != std::string::npos;
+  }
+};
+
+FusermountResult Fusermount(const std::string& mountpoint) {
+  // Its words in English whatever the locale, so that a busy mount is told apart.
+  std::vector<std::string> env = {"LC_ALL=C"};
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!std::string_view(*e).starts_with("LC_ALL=")) env.emplace_back(*e);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int words[2];
+  if (::pipe2(words, O_CLOEXEC) != 0) return {1, std::string("pipe: ") + strerrordesc_np(errno)};
   const pid_t pid = ::fork();
-  if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
+  if (pid < 0) {
+    ::close(words[0]);
+    ::close(words[1]);
+    return {1, std::string("fork: ") + strerrordesc_np(errno)};
+  }
   if (pid == 0) {
-    ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
+    ::dup2(words[1], STDERR_FILENO);
+    const char* const argv[] = {"fusermount3", "-u", mountpoint.c_str(), nullptr};
+    ::execvpe("fusermount3", const_cast<char* const*>(argv), envp.data());
     // NOLINTNEXTLINE(concurrency-mt-unsafe): the child of a fork, one thread
     std::fprintf(stderr, "sigilfs: cannot run fusermount3: %s\n", std::strerror(errno));
     ::_exit(127);
   }
+  ::close(words[1]);
+  FusermountResult r;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(words[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    r.words.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(words[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  return 0;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return r;
+}
+
+// fusermount3 -u MOUNTPOINT, tried again until `deadline` while something uses the mount (a
+// process's open file or current directory there, a mount below it), whose users are named once
+// at the start of the wait and again if it ends without the unmount. Its exit status.
+int UnmountWhenFree(const std::string& mountpoint, std::chrono::steady_clock::time_point deadline,
+                    int timeout_seconds) {
+  bool told = false;
+  for (auto pause = std::chrono::milliseconds(10);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
+    const FusermountResult r = Fusermount(mountpoint);
+    if (r.code == 0) return 0;
+    if (!r.busy()) {
+      std::fputs(r.words.c_str(), stderr);  // fusermount3's own words: it says what it refused
+      return r.code;
+    }
+    const auto mount = MountOn(mountpoint);
+    const std::string who =
+        mount ? DescribeHolders(HoldersOf(*mount)) : "a process this user cannot see";
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (timeout_seconds == 0)
+        std::fprintf(stderr, "sigilfs: %s is in use by %s: it was not unmounted\n",
+                     mountpoint.c_str(), who.c_str());
+      else
+        std::fprintf(stderr,
+                     "sigilfs: %s is still in use after %d s, by %s: it was not unmounted\n",
+                     mountpoint.c_str(), timeout_seconds, who.c_str());
+      return 1;
+    }
+    if (!told)
+      std::fprintf(stderr, "sigilfs: %s is in use by %s; waiting up to %d s\n", mountpoint.c_str(),
+                   who.c_str(), timeout_seconds);
+    told = true;
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+// Whether the mount on `mountpoint` is left by a daemon that has ended (killed, crashed): it
+// answers "Transport endpoint is not connected". Asked only where nothing says the daemon runs,
+// and in a child given two seconds, so that a daemon that runs but does not answer holds up no
+// unmount.
+bool DaemonEnded(const std::string& mountpoint) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    struct stat st;
+    ::_exit(::stat(mountpoint.c_str(), &st) != 0 && errno == ENOTCONN ? 0 : 1);
+  }
+  int status = 0;
+  for (int waited_ms = 0; ::waitpid(pid, &status, WNOHANG) == 0; waited_ms += 10) {
+    if (waited_ms >= 2000) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 // fusermount3 -u returns once the kernel let go of the mount; the daemon may still be writing
 // back what its last requests left. So that the vault can be used at once (mounted again,
 // imported into) and the disk under it unmounted, this waits until the daemon has ended: its
-// lock on the vault free (other shared mounts aside) and its process gone.
+// lock on the vault free (other shared mounts aside) and its process gone. The one timeout
+// covers both waits: for the mount to be let go, and for the daemon.
 int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   const std::optional<std::string> vault = core::VaultMountedOn(mountpoint);
   if (!vault) {
     const auto mount = MountOn(mountpoint);
     if (mount && mount->type == "fuse.sigilfs-reverse")
-      return Fusermount(mountpoint);  // nothing to wait for
+      return UnmountWhenFree(mountpoint, deadline, timeout_seconds);  // nothing more to wait for
   }
   if (!vault)
     return Fail(Status(Code::kInvalidArgument,
@@ -289,15 +388,23 @@ int RunUnmount(const std::string& mountpoint, int timeout_seconds) {
     auto lock = core::VaultLock::Acquire(*vault, core::LockMode::kShared);
     return !lock.ok() && lock.status().sys_errno() == EBUSY;
   }();
-  if (const int rc = Fusermount(mountpoint); rc != 0) return rc;
-  if (!record.ok() && !holder && !lock_held) {
+  const bool no_daemon_seen = !record.ok() && !holder && !lock_held;
+  const bool ended = no_daemon_seen && DaemonEnded(mountpoint);
+  if (const int rc = UnmountWhenFree(mountpoint, deadline, timeout_seconds); rc != 0) return rc;
+  if (ended) {
+    std::fprintf(stderr,
+                 "sigilfs: the daemon of %s had ended (what it had not written back is lost); "
+                 "its mount is cleared\n",
+                 mountpoint.c_str());
+    return 0;
+  }
+  if (no_daemon_seen) {
     std::fprintf(stderr,
                  "sigilfs: %s is unmounted, but its daemon cannot be waited for (%s): the vault "
                  "may not be free yet\n",
                  mountpoint.c_str(), record.status().message().c_str());
     return 1;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   for (auto pause = std::chrono::milliseconds(1);;
        pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
     auto lock = core::VaultLock::Acquire(*vault, core::LockMode::kShared);
@@ -376,11 +483,14 @@ void RegisterMountCommands(CLI::App& app, Action& action) {
     auto timeout = std::make_shared<int>(60);
     cmd->add_option("MOUNTPOINT", *mp, "The mount point")->required();
     cmd->add_option("--timeout", *timeout,
-                    "How long to wait for the daemon to finish writing back and end, in seconds "
-                    "(then exit 1)")
+                    "How long to wait for a busy mount to be let go and for the daemon to finish "
+                    "writing back and end, in seconds (then exit 1)")
         ->default_val(60)
         ->check(CLI::Range(0, 86400));
-    cmd->footer("Returns once the daemon has ended: the vault and the disk under it are free.");
+    cmd->footer(
+        "Returns once the daemon has ended: the vault and the disk under it are free. A mount in\n"
+        "use (a process's open file or current directory there) is named with what holds it,\n"
+        "and tried again until the timeout. A mount whose daemon has ended is cleared.");
     cmd->callback(
         [&action, mp, timeout] { action = [mp, timeout] { return RunUnmount(*mp, *timeout); }; });
   }

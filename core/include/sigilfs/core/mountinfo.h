@@ -39,15 +39,16 @@ struct MountInfoEntry {
   std::string type;           // "fuse.sigilfs"
   std::string source;         // "/home/.alice.sigilfs"
   std::string super_options;  // "rw,user_id=1000,group_id=1000,default_permissions"
+  std::string id;             // "36": the mount's id, as /proc/PID/fdinfo's mnt_id names it
 };
 
 // One line: id parent major:minor root mount-point options [optional fields...] - type source
 // super-options. nullopt if it does not have that shape.
 inline std::optional<MountInfoEntry> ParseMountInfoLine(const std::string& line) {
   std::istringstream head(line);
-  std::string id, parent, root;
+  std::string parent, root;
   MountInfoEntry e;
-  if (!(head >> id >> parent >> e.device >> root >> e.mount_point >> e.options))
+  if (!(head >> e.id >> parent >> e.device >> root >> e.mount_point >> e.options))
     return std::nullopt;
   const size_t dash = line.find(" - ");
   if (dash == std::string::npos) return std::nullopt;

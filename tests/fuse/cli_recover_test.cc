@@ -1,0 +1,146 @@
+// Recovering from interruptions with the sigilfs command (issue 39, points 6 to 8): a dead
+// mount, a busy unmount; the messages checked word for word.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sigilfs/core/vault_lock.h"
+#include "test_support/cli_vault.h"
+#include "test_support/mount.h"
+#include "test_support/mount_table.h"
+#include "test_support/process.h"
+#include "test_support/requirements.h"
+#include "test_support/temp_dir.h"
+
+namespace sigilfs {
+namespace {
+
+namespace fs = std::filesystem;
+using test::ProcessResult;
+using test::RunProcess;
+
+class CliRecoverTest : public test::CliVaultTest {
+ protected:
+  void SetUp() override {
+    CliVaultTest::SetUp();
+    fs::create_directories(Point());
+  }
+  void TearDown() override {
+    // Whatever a test left mounted goes, dead or busy.
+    if (!test::MountsAt(Point()).empty()) RunProcess({"/bin/fusermount3", "-u", "-z", Point()});
+  }
+  std::string Point() const { return Path("m5"); }
+  ProcessResult Mount() { return Sigilfs({"mount", Vault(), Point(), "--passfile", Pass()}); }
+};
+
+// A process started in directory `dir` that sleeps until killed; its pid.
+pid_t SleepIn(const std::string& dir) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(dir.c_str()) != 0) ::_exit(1);
+    ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Until it has its directory there (and is sleep, not this test's copy).
+  const std::string cwd = "/proc/" + std::to_string(pid) + "/cwd";
+  const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+  for (int i = 0; i < 500; ++i) {
+    std::error_code ec;
+    if (fs::read_symlink(cwd, ec) == fs::path(dir) && fs::read_symlink(exe, ec) == "/usr/bin/sleep")
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pid;
+}
+
+void End(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// After the daemon is killed, the mount point answers ENOTCONN: mounting there again says that
+// `sigilfs unmount` clears it, and it does.
+TEST_F(CliRecoverTest, ADeadMountSaysHowToClearIt) {
+  SIGILFS_NEEDS_FUSE();
+  ASSERT_EQ(Mount().exit_code, 0);
+  // The daemon names itself in the lock file once it serves.
+  auto holder = core::VaultLock::HolderOf(Vault());
+  for (int i = 0; i < 500 && !holder; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    holder = core::VaultLock::HolderOf(Vault());
+  }
+  ASSERT_TRUE(holder.has_value());
+  ::kill(holder->pid, SIGKILL);
+  struct stat st;
+  for (int i = 0; i < 500 && (::stat(Point().c_str(), &st) == 0 || errno != ENOTCONN); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(errno, ENOTCONN);
+
+  ProcessResult r = Mount();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: the mount point " + Point() +
+                       " is left by a mount whose daemon has ended (Transport endpoint is not "
+                       "connected): 'sigilfs unmount " +
+                       Point() + "' clears it\n");
+  r = Sigilfs({"unmount", Point()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "sigilfs: the daemon of " + Point() +
+                       " had ended (what it had not written back is lost); its mount is cleared\n");
+  EXPECT_TRUE(test::MountsAt(Point()).empty());
+  r = Mount();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Sigilfs({"unmount", Point()}).exit_code, 0);
+}
+
+// A busy mount names what holds it, and is waited for up to --timeout: given up on with the
+// holder named, or unmounted once it lets go.
+TEST_F(CliRecoverTest, ABusyUnmountNamesTheHolderAndWaits) {
+  SIGILFS_NEEDS_FUSE();
+  ASSERT_EQ(Mount().exit_code, 0);
+  const pid_t sleeper = SleepIn(Point());
+  const std::string who = "process " + std::to_string(sleeper) + " (sleep: current directory)";
+
+  ProcessResult r = Sigilfs({"unmount", Point(), "--timeout", "0"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "sigilfs: " + Point() + " is in use by " + who + ": it was not unmounted\n");
+  const auto started = std::chrono::steady_clock::now();
+  r = Sigilfs({"unmount", Point(), "--timeout", "1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::seconds(1));
+  EXPECT_EQ(r.err, "sigilfs: " + Point() + " is in use by " + who + "; waiting up to 1 s\n" +
+                       "sigilfs: " + Point() + " is still in use after 1 s, by " + who +
+                       ": it was not unmounted\n");
+  EXPECT_FALSE(test::MountsAt(Point()).empty());
+
+  // An open file too; then both let go while the unmount waits.
+  const std::string file = Point() + "/held";
+  std::ofstream(file) << "x";
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);  // not the unmount's too
+  ASSERT_GE(fd, 0);
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::close(fd);
+    End(sleeper);
+  });
+  r = Sigilfs({"unmount", Point(), "--timeout", "30"});
+  release.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "sigilfs: " + Point() + " is in use by processes " + std::to_string(::getpid()) +
+                       " (fuse_tests: open file) and " + std::to_string(sleeper) +
+                       " (sleep: current directory); waiting up to 30 s\n");
+  EXPECT_TRUE(test::MountsAt(Point()).empty());
+}
+
+}  // namespace
+}  // namespace sigilfs
