@@ -21,7 +21,7 @@ for arg in "$@"; do
     *) echo "test.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
-# The package test builds its own, unsanitized tree: once, in the plain run, is enough.
+# The package tests build their own, unsanitized trees: once, in the plain run, is enough.
 if [[ ${sanitized:-0} == 1 ]]; then exclude=${exclude:+$exclude|}package; fi
 [[ -n $exclude ]] && ctest_opts+=(-LE "$exclude")
 "$top/scripts/install-deps.sh"
