@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The Debian package end to end: built by cpack from a fresh /usr build, installed with
-# apt-get, its files where Debian looks for them, a vault mounted the way an /etc/fstab line
-# mounts it (mount -t fuse.sigilfs), then removed again, leaving the machine as it was.
-#   install_test.sh SOURCE_DIR
+# The Debian package end to end: built by cpack from a stripped Release build for /usr,
+# installed with apt-get, its files where Debian looks for them, its warning about another
+# sigilfs first on PATH, a vault mounted the way an /etc/fstab line mounts it
+# (mount -t fuse.sigilfs), then removed again, leaving the machine as it was.
+#   install_test.sh SOURCE_DIR [BUILD_DIR]   (BUILD_DIR: kept between runs, so they build less)
 # Needs root, apt-get and FUSE; exits 77 (skipped) without them, unless SIGILFS_REQUIRE_FUSE=1.
 #
 # What was there before is kept: an installed sigilfs package is left alone (the test skips),
@@ -12,32 +13,14 @@
 # after a run that was killed: the next run puts them back before anything else.
 set -euo pipefail
 top=$1
-skip() {
-  if [[ ${SIGILFS_REQUIRE_FUSE:-} == 1 ]]; then
-    echo "FAIL: $1 (required here)" >&2
-    exit 1
-  fi
-  echo "SKIP: $1"
-  exit 77
-}
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+saved=/var/tmp/sigilfs-package-test
+# shellcheck source=keep.sh
+source "$top/tests/package/keep.sh"
 [[ $(id -u) == 0 ]] || skip "installing a package needs root"
 command -v apt-get >/dev/null || skip "no apt-get"
 [[ -c /dev/fuse ]] || skip "no /dev/fuse"
 
-# What the run changed, kept on disk (across a reboot too) until put back: a run killed by
-# CTest's timeout leaves it for the next. One run at a time.
-saved=/var/tmp/sigilfs-package-test
-lock=/run/lock/sigilfs-package-test.lock
-[[ -w /run/lock ]] || lock=/tmp/sigilfs-package-test.lock
-exec 9>"$lock"
-flock -n 9 || fail "another package test is running ($lock)"
-installed_packages() {
-  dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' | awk '$1 == "ii" {print $2}' | sort
-}
+one_at_a_time
 put_back() {
   [[ -d $saved ]] || return 0
   local point
@@ -57,47 +40,31 @@ put_back() {
       }
     fi
     # Packages apt-get pulled in for it (fuse3, if it was missing), removed again.
-    mapfile -t pulled < <(comm -13 "$saved/packages" <(installed_packages))
-    if ((${#pulled[@]} > 0)); then
-      echo "removing what the package pulled in: ${pulled[*]}"
-      apt-get remove -y "${pulled[@]}" >/dev/null 2>&1 || echo "warning: could not remove ${pulled[*]}" >&2
-    fi
+    remove_pulled_packages
   fi
-  local f
-  if [[ -f $saved/kept ]]; then
-    while IFS= read -r f; do
-      cmp -s "$saved/files$f" "$f" && continue
-      echo "putting back $f"
-      mkdir -p "$(dirname "$f")"
-      cp -a "$saved/files$f" "$f"
-    done <"$saved/kept"
-  fi
-  rm -rf "$saved"
+  put_back_kept
 }
-if [[ -d $saved ]]; then
-  echo "== putting back what a killed run left"
-  put_back
-fi
-if dpkg-query -W -f='${Status}' sigilfs 2>/dev/null | grep -q "install ok installed"; then
+put_back_killed_run
+if sigilfs_package_installed; then
   skip "a sigilfs package is already installed here; this test leaves it alone"
 fi
 
-# The build and the vaults in there too, so that the next run removes what a killed one left.
+# The vaults in there too, so that the next run removes what a killed one left; the build
+# there as well unless given a folder to keep.
 work=$saved/work
+build=${2:-$work/build}
 mkdir -p "$work"
 trap put_back EXIT
 
-echo "== build and package (prefix /usr)"
+echo "== build and package (Release, prefix /usr, stripped)"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-quietly() {  # runs "$@"; its output is shown only if it fails
-  "$@" >"$work/step.log" 2>&1 || { cat "$work/step.log" >&2; fail "$*"; }
-}
-quietly cmake -S "$top" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+quietly cmake -S "$top" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX=/usr -DSIGILFS_TESTS=OFF
-quietly cmake --build "$work/build" -j"$(nproc)"
-(cd "$work/build" && quietly cpack -G DEB)
-deb=$(ls "$work"/build/sigilfs_*.deb)
+quietly cmake --build "$build" -j"$(nproc)"
+rm -f "$build"/sigilfs_*.deb
+(cd "$build" && quietly cpack -G DEB)
+deb=$(ls "$build"/sigilfs_*.deb)
 echo "$deb"
 # Read once into a variable: with pipefail, `grep -q` stopping early would fail dpkg-deb's pipe.
 info=$(dpkg-deb --info "$deb")
@@ -107,30 +74,34 @@ depends=$(grep "^ Depends:" <<<"$info")
 [[ $depends == *libsodium* ]] || fail "the library dependencies are not declared"
 
 echo "== note what the package would change"
-installed_packages >"$saved/packages.new"
-mv "$saved/packages.new" "$saved/packages"
+note_packages
 # Its files, by their real paths (/lib is /usr/lib on a merged /usr), that are there already,
 # and what pam-auth-update rewrites when the package goes.
 {
   dpkg-deb --fsys-tarfile "$deb" | tar -t | sed -n 's|^\./|/|p' | grep -v '/$' |
     while IFS= read -r f; do echo "$(realpath -m "$(dirname "$f")")/$(basename "$f")"; done
-  printf '%s\n' /etc/pam.d/common-{auth,account,password,session,session-noninteractive}
-  find /var/lib/pam -type f 2>/dev/null || true
-} | sort -u | while IFS= read -r f; do
-  if [[ -e $f || -L $f ]]; then
-    mkdir -p "$saved/files$(dirname "$f")"
-    cp -a "$f" "$saved/files$f"
-    echo "$f"
-  fi
-done >"$saved/kept"
+  pam_state
+} | note_files
 grep -v '^/etc/pam.d/\|^/var/lib/pam/' "$saved/kept" | sed 's/^/kept to put back: /' || true
 
-echo "== install"
+echo "== install, beside another sigilfs first on PATH"
 # The package's own sigilfs, not one installed from source in /usr/local/bin, which comes first
 # on PATH (mount.fuse3 finds the program there too).
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# For dpkg alone, another sigilfs first on PATH: the package warns about it when installed.
+# (apt-get gives dpkg a PATH of its own, DPkg::Path: /usr/sbin:/usr/bin:/sbin:/bin, so the
+# package also looks in /usr/local/bin and /usr/local/sbin, where an install from source is.)
+mkdir -p "$work/other"
+printf '#!/bin/sh\necho another sigilfs\n' >"$work/other/sigilfs"
+chmod +x "$work/other/sigilfs"
 touch "$saved/installed"
-quietly apt-get install -y "$deb"
+quietly apt-get install -y -o DPkg::Path="$work/other:$PATH" "$deb"
+warning="sigilfs: warning: $work/other/sigilfs comes first on PATH, before the package's /usr/bin/sigilfs: \`sigilfs\` runs that one (if it was installed from source, scripts/install.sh --uninstall removes it)"
+# apt-get runs dpkg on a terminal of its own, which ends lines in CR LF.
+tr -d '\r' <"$saved/step.log" | grep -qxF "$warning" || {
+  cat "$saved/step.log" >&2
+  fail "no warning about the other sigilfs first on PATH"
+}
 for f in /usr/bin/sigilfs /usr/share/man/man1/sigilfs.1 /usr/share/man/man8/pam_sigilfs.8 \
   /usr/share/bash-completion/completions/sigilfs /usr/share/pam-configs/sigilfs; do
   [[ -e $f ]] || fail "$f is not installed"
@@ -138,6 +109,9 @@ done
 module=$(dpkg -L sigilfs | grep '/security/pam_sigilfs.so$') || fail "no pam_sigilfs.so in the package"
 [[ -e $module ]] || fail "$module is not installed"
 [[ $(command -v sigilfs) == /usr/bin/sigilfs ]] || fail "sigilfs is not /usr/bin/sigilfs on PATH"
+for f in /usr/bin/sigilfs "$module"; do
+  [[ $(file -b "$f") == *", stripped"* ]] || fail "$f is not stripped: $(file -b "$f")"
+done
 # The man page has every command, generated from the program's help.
 for cmd in init mount unmount "verity enable" fsck export import "home setup"; do
   grep -q "^\.SS \"sigilfs $cmd\"" /usr/share/man/man1/sigilfs.1 || fail "sigilfs(1) lacks sigilfs $cmd"
