@@ -1,12 +1,16 @@
 // `sigilfs stats` and what `sigilfs info` says of a mounted vault: the transport and the counters
 // of a mount over /dev/fuse and over io_uring, as the mount's daemon alone tells them; a daemon
 // that has ended or does not answer, and a mount that is not one's own, named in one line; names
-// that do not decrypt logged once per mount and counted.
+// that do not decrypt logged once per mount and counted; a failing write-back shown while it is
+// outstanding.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "test_support/as_nobody.h"
 #include "test_support/daemon_stats.h"
 #include "test_support/mount.h"
 #include "test_support/mount_table.h"
 #include "test_support/process.h"
 #include "test_support/requirements.h"
+#include "test_support/small_fs.h"
 #include "test_support/temp_dir.h"
 #include "test_support/uring.h"
 
@@ -263,6 +267,56 @@ TEST(CliStatsTest, WhatIsNotOnesOwnMountIsRefusedPlainly) {
     EXPECT_EQ(r.err, "sigilfs: " + v.plain() +
                          " is a mount of uid 0: only that user or root may ask its daemon\n");
   }
+}
+
+// A write-back that fails (a full disk) shows as outstanding while the file that holds the
+// changes is open, and no longer once its close has reported it.
+TEST(CliStatsTest, AWriteBackFailingOnAFullDiskShowsUntilTheFileIsClosed) {
+  SIGILFS_NEEDS_FUSE();
+  SIGILFS_NEEDS(test::SmallFilesystem::Available(), "mounting a tmpfs needs root");
+  const test::SmallFilesystem small(2 << 20);
+  test::TempDir work;
+  const std::string cipher = (small.path() / "cipher").string();
+  const std::string plain = (work.path() / "plain").string();
+  const std::string pass = (work.path() / "pass").string();
+  fs::create_directories(cipher);
+  fs::create_directories(plain);
+  std::ofstream(pass) << "test passphrase\n";
+  ProcessResult r =
+      RunProcess({SIGILFS_BINARY, "init", cipher, "--kdf", "test", "--passfile", pass});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  MountedVault v(cipher, plain, pass);
+  const int fd = ::open(v.path("big").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  // Open twice: the close of a descriptor a forked `sigilfs stats` inherits (and closes at its
+  // exec) flushes too, and a failed flush of a file's only opener gives its changes up.
+  const int other = ::open(v.path("big").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(other, 0);
+  const std::string chunk(64 * 1024, 'x');
+  bool synced = true;
+  for (int i = 0; i < 64 && synced; ++i) {
+    ASSERT_EQ(::write(fd, chunk.data(), chunk.size()), static_cast<ssize_t>(chunk.size()));
+    synced = ::fsync(fd) == 0;
+  }
+  ASSERT_FALSE(synced) << "the 2 MiB store did not fill up";
+  ASSERT_EQ(errno, ENOSPC);
+  nlohmann::json j = StatsJson(v.plain());
+  EXPECT_EQ(j.value("writeback_failing_files", -1), 1) << j.dump();
+  EXPECT_GT(j.value("pages_dirty", 0), 0) << j.dump();
+  EXPECT_EQ(LineOf(Stats(v.plain()).out, "write-back:"),
+            "write-back:    failing for 1 file: changes not stored yet (a full disk?); each such "
+            "file reports it at its next fsync or close");
+  EXPECT_NE(::close(fd), 0) << "the close reports what was not stored";
+  ::close(other);
+  // The last release, which gives the changes up, comes after the close returned.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  do {
+    j = StatsJson(v.plain());
+  } while (j.value("writeback_failing_files", -1) != 0 &&
+           std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(j.value("writeback_failing_files", -1), 0) << j.dump();
+  EXPECT_EQ(j.value("pages_dirty", -1), 0) << j.dump();
+  EXPECT_EQ(LineOf(Stats(v.plain()).out, "write-back:"), "write-back:    no errors outstanding");
 }
 
 // `sigilfs info` names each mount of the vault and its mode, as the daemon says.
