@@ -3,6 +3,8 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <optional>
@@ -68,8 +70,10 @@ std::optional<Status> DirectoryProblem(const std::string& dir, const char* what)
   return Status(Code::kInvalidArgument, named + " is not a directory", ENOTDIR);
 }
 
-Status CheckEmptyOrCreate(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) == 0) return Status::Ok();
+// `made` is set where the directory was made here.
+Status CheckEmptyOrCreate(const std::string& dir, bool& made) {
+  made = ::mkdir(dir.c_str(), 0700) == 0;
+  if (made) return Status::Ok();
   if (errno != EEXIST) return Status::FromErrno(errno, "create " + dir);
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
@@ -94,19 +98,37 @@ Status CheckEmptyOrCreate(const std::string& dir) {
 
 Status Vault::Create(const std::string& dir, ByteSpan passphrase, const VaultCreateOptions& opts) {
   SIGILFS_RETURN_IF_ERROR(crypt::ValidateArgon2Params(opts.kdf));
-  SIGILFS_RETURN_IF_ERROR(CheckEmptyOrCreate(dir));
-  VaultConfig config;
-  config.cipher = opts.cipher;
-  crypt::SecureBytes master(kMasterKeySize);
-  crypt::RandomBytes(master.mutable_span());
-  SIGILFS_RETURN_IF_ERROR(WrapMasterKey(master.span(), passphrase, opts.kdf, config));
-  // The root directory's name IV first: a config is only ever found next to it.
-  DirIv root_iv;
-  crypt::RandomBytes(root_iv);
-  SIGILFS_RETURN_IF_ERROR(WriteFileAtomic(
-      dir, kDirIvFileName, std::string(root_iv.begin(), root_iv.end()), /*exclusive=*/true));
-  // Exclusive: two concurrent inits of one directory cannot both succeed.
-  return WriteFileAtomic(dir, kConfigFileName, SerializeConfig(config), /*exclusive=*/true);
+  bool made = false;
+  SIGILFS_RETURN_IF_ERROR(CheckEmptyOrCreate(dir, made));
+  bool iv_written = false;
+  Status s = [&]() -> Status {
+    VaultConfig config;
+    config.cipher = opts.cipher;
+    crypt::SecureBytes master(kMasterKeySize);
+    crypt::RandomBytes(master.mutable_span());
+    SIGILFS_RETURN_IF_ERROR(WrapMasterKey(master.span(), passphrase, opts.kdf, config));
+    // The root directory's name IV first: a config is only ever found next to it. Its copy in
+    // an attribute of the directory, as every other directory has one, is what `sigilfs fsck
+    // --repair` puts the file back from should it be lost (a store without attributes keeps
+    // the file alone).
+    DirIv root_iv;
+    crypt::RandomBytes(root_iv);
+    SIGILFS_RETURN_IF_ERROR(WriteFileAtomic(
+        dir, kDirIvFileName, std::string(root_iv.begin(), root_iv.end()), /*exclusive=*/true));
+    iv_written = true;
+    (void)::setxattr(dir.c_str(), kDirIvAttrName, root_iv.data(), root_iv.size(), XATTR_CREATE);
+    // Exclusive: two concurrent inits of one directory cannot both succeed.
+    return WriteFileAtomic(dir, kConfigFileName, SerializeConfig(config), /*exclusive=*/true);
+  }();
+  if (s.ok() || s.code() == Code::kExists) return s;  // kExists: another init's vault, kept
+  // A half-made vault (a full disk) is none: what this made goes, so that the directory is as
+  // it was, or not there, and init can be run again.
+  if (iv_written) {
+    (void)::removexattr(dir.c_str(), kDirIvAttrName);
+    (void)::unlink((dir + "/" + kDirIvFileName).c_str());
+  }
+  if (made) (void)::rmdir(dir.c_str());
+  return s.WithContext("no vault was made in " + dir);
 }
 
 Status Vault::CreateReverse(const std::string& plain_dir, ByteSpan passphrase,

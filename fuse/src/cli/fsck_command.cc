@@ -1,4 +1,5 @@
-// `sigilfs fsck`: reads a whole unmounted vault and reports everything that does not decrypt.
+// `sigilfs fsck`: reads a whole unmounted vault and reports everything that does not decrypt;
+// with --repair, first puts back the root directory's IV.
 #include <fmt/core.h>
 
 #include <memory>
@@ -7,6 +8,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "sigilfs/core/check.h"
+#include "sigilfs/core/repair.h"
 #include "sigilfs/core/tree.h"
 
 namespace sigilfs::cli {
@@ -19,8 +21,28 @@ constexpr int kExitUsage = 2;
 struct FsckOptions {
   std::string dir;
   bool quiet = false;
+  bool repair = false;
   fuse::PassphraseSource pass;
 };
+
+// --repair: the root's IV put back and its unreadable entries named, one line each; false if
+// the repair failed (said on stderr).
+bool Repair(core::Volume& volume) {
+  auto repair = core::RepairRoot(volume);
+  if (!repair.ok()) {
+    (void)Fail(repair.status().WithContext("repair"));
+    return false;
+  }
+  if (repair->iv_file_restored)
+    fmt::print("repaired: the root directory's IV file, from the copy in its attribute\n");
+  if (repair->new_iv)
+    fmt::print(
+        "repaired: the root directory's IV was lost with every copy: it has a new one (the names "
+        "sealed under the old one cannot be read again)\n");
+  for (const std::string& name : repair->recovered)
+    fmt::print("repaired: {}: an entry of the root whose name could not be read\n", name);
+  return true;
+}
 
 // One problem, on standard output: the report.
 void PrintProblem(const std::string& path, const Status& s) {
@@ -28,11 +50,12 @@ void PrintProblem(const std::string& path, const Status& s) {
 }
 
 int RunFsck(const FsckOptions& o) {
-  auto volume = OpenVolume(o.dir, o.pass, VaultAccess::kRead);
+  auto volume = OpenVolume(o.dir, o.pass, o.repair ? VaultAccess::kWrite : VaultAccess::kRead);
   if (!volume.ok()) {
     (void)Fail(volume.status());  // its one line on stderr; the exit status tells it apart
     return kExitUsage;
   }
+  if (o.repair && !Repair(**volume)) return kExitProblems;
   core::CheckSummary summary;
   if (auto tree = core::Tree::Open(**volume); tree.ok()) {
     Totals totals;
@@ -70,11 +93,17 @@ void RegisterFsckCommand(CLI::App& app, Action& action) {
   cmd->add_flag("-q,--quiet", o->quiet,
                 "Print only the problems: no summary line, no progress line (shown only on a "
                 "terminal)");
+  cmd->add_flag("--repair", o->repair,
+                "First put back the root directory's IV, without which no name can be read: from "
+                "the copy in its attribute, or a new one; entries of the root whose names cannot "
+                "be read are named recovered-1, recovered-2, ... (refused while mounted)");
   AddPassphraseOptions(*cmd, o->pass, "", "passphrase");
   cmd->footer(
-      "Reads everything, changes nothing. Prints one line per problem, then a summary. A vault\n"
-      "that is mounted gets a warning: the mount may not have written back yet.\n"
-      "Exit status: 0 no problems, 1 problems found, 2 usage error or the vault did not unlock.");
+      "Reads everything; without --repair, changes nothing. Prints one line per repair and per\n"
+      "problem, then a summary. A vault that is mounted gets a warning: the mount may not have\n"
+      "written back yet.\n"
+      "Exit status: 0 no problems (left), 1 problems found, 2 usage error or the vault did not\n"
+      "unlock.");
   cmd->callback([&action, o] { action = [o] { return RunFsck(*o); }; });
 }
 

@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "holders.h"
 #include "mounts.h"
+#include "sigilfs/core/backing_dir.h"
 #include "sigilfs/core/mountinfo.h"
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
@@ -245,6 +246,22 @@ int RunMount(MountArgs a) {
   volume_options.lock = std::move(lock).value();
   auto volume = core::Volume::Open(std::move(vault).value(), std::move(volume_options));
   if (!volume.ok()) return Fail(volume.status());
+  // A root without its IV would mount and fail every name with EIO: refused, with the way out.
+  if (auto root = core::OpenPosixBackingDir(dir); root.ok()) {
+    if (auto iv = (*volume)->ReadDirIv(**root); !iv.ok()) {
+      // "directory has no IV file (sigilfs.diriv)", "directory IV has the wrong size", or a
+      // store's error
+      const std::string& why = iv.status().message();
+      const std::string what = why.starts_with("directory ")
+                                   ? "its root " + why
+                                   : "its root directory's IV cannot be read (" + why + ")";
+      std::fprintf(stderr,
+                   "sigilfs: the vault %s cannot be mounted: %s, so no name in it can be read; "
+                   "'sigilfs fsck --repair %s' restores what can be restored\n",
+                   a.dir.c_str(), what.c_str(), a.dir.c_str());
+      return 1;
+    }
+  }
   d.shared = a.shared;
   // The serving process names itself in the lock file, for `sigilfs unmount` to wait on. Shared
   // mounts, several to one file, leave it as it is.
