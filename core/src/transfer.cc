@@ -387,6 +387,7 @@ class Importer {
   // Plain entry `name` of `src` (shown as `shown`) to entry `to_name` of `to`.
   Status Entry(const std::string& shown, BackingDir& src, std::string_view name,
                const Tree::Dir& to, std::string_view to_name) {
+    SIGILFS_RETURN_IF_ERROR(Stopped());
     const std::string path = Join(to.path(), to_name);
     auto looked = src.Stat(name);
     if (!looked.ok()) return About(shown, looked.status());
@@ -396,7 +397,18 @@ class Importer {
       return About(path, existing.status());
     const bool exists = existing.ok();
     if (exists) {
-      if (!options_.replace) return Exists(path);
+      const bool both_dirs = S_ISDIR(existing->st_mode) && S_ISDIR(st.st_mode);
+      if (options_.resume && !both_dirs) {
+        SIGILFS_ASSIGN_OR_RETURN(const bool same, InPlace(shown, src, name, st, to, to_name, path));
+        if (same) {
+          if (st.st_nlink > 1 && !links_.contains({st.st_dev, st.st_ino}))
+            links_[{st.st_dev, st.st_ino}] = {to.path(), std::string(to_name)};
+          if (options_.skipped)
+            options_.skipped(path, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0);
+          return Status::Ok();
+        }
+      }
+      if (!options_.replace && !(options_.resume && both_dirs)) return Exists(path);
       if (S_ISDIR(existing->st_mode) && !S_ISDIR(st.st_mode))
         return Status(Code::kExists, path + " exists and is a directory", EEXIST);
       if (!S_ISDIR(existing->st_mode) && S_ISDIR(st.st_mode))
@@ -443,6 +455,9 @@ class Importer {
                    const Tree::Dir& out) {
     if (SameObject(st, root_))
       return Status(Code::kInvalidArgument, shown + " is the vault's own cipher directory");
+    // What a killed import left staged here would stay, unseen, for good.
+    if (options_.resume)
+      SIGILFS_RETURN_IF_ERROR(About(out.path(), tree_.RemoveLeftovers(out).status()));
     auto names = SortedNames(src);
     if (!names.ok()) return About(shown, names.status());
     for (const std::string& name : *names)
@@ -478,6 +493,36 @@ class Importer {
     std::string name;
   };
 
+  Status Stopped() const {
+    if (options_.stop && options_.stop()) return Status(Code::kIoError, "interrupted", EINTR);
+    return Status::Ok();
+  }
+
+  // Whether vault entry `to_name` of `to` is already what plain entry `name` of `src` (stat
+  // `st`) would become (ImportOptions::resume).
+  Result<bool> InPlace(const std::string& shown, BackingDir& src, std::string_view name,
+                       const struct stat& st, const Tree::Dir& to, std::string_view to_name,
+                       const std::string& path) {
+    auto shows = tree_.Stat(to, to_name);
+    if (!shows.ok()) return About(path, shows.status());
+    const struct stat& v = *shows;
+    if ((v.st_mode & S_IFMT) != (st.st_mode & S_IFMT)) return false;
+    if (!S_ISLNK(st.st_mode) && (v.st_mode & 07777) != (st.st_mode & 07777)) return false;
+    if (options_.owner && (v.st_uid != st.st_uid || v.st_gid != st.st_gid)) return false;
+    if (S_ISREG(st.st_mode))
+      return v.st_size == st.st_size && v.st_mtim.tv_sec == st.st_mtim.tv_sec &&
+             v.st_mtim.tv_nsec == st.st_mtim.tv_nsec;
+    if (S_ISLNK(st.st_mode)) {
+      auto plain = src.ReadSymlink(name);
+      if (!plain.ok()) return About(shown, plain.status());
+      auto stored = tree_.ReadLink(to, to_name);
+      if (!stored.ok()) return About(path, stored.status());
+      return *plain == *stored;
+    }
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return v.st_rdev == st.st_rdev;
+    return true;
+  }
+
   // Contents through the page layer, attributes, then (by the caller) the rest.
   Result<std::unique_ptr<Tree::Staged>> File(const std::string& shown, BackingDir& src,
                                              std::string_view name, const struct stat& st,
@@ -493,6 +538,7 @@ class Importer {
     FileContents& file = *(*staged)->contents();
     StepSource source(**in, kStep);
     for (uint64_t offset = 0;;) {
+      SIGILFS_RETURN_IF_ERROR(Stopped());
       auto n = source.Fill();
       if (!n.ok()) return About(shown, n.status());
       if (*n == 0) break;

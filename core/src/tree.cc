@@ -820,6 +820,22 @@ Result<std::unique_ptr<Tree::Staged>> Tree::StageLink(const Dir& from, const Ent
   });
 }
 
+Result<uint64_t> Tree::RemoveLeftovers(const Dir& dir) {
+  std::vector<std::string> left;
+  SIGILFS_RETURN_IF_ERROR(dir.backing().List(0, [&left](const BackingEntry& e) {
+    if (e.name.starts_with(kStagePrefix)) left.push_back(e.name);
+    return true;
+  }));
+  for (const std::string& name : left) {
+    auto st = dir.backing().Stat(name);
+    if (!st.ok() || IsDir(*st)) continue;
+    const std::string target = volume_.TargetToRelease(dir.backing(), name, *st);
+    SIGILFS_RETURN_IF_ERROR(dir.backing().Unlink(name));
+    if (!target.empty()) volume_.ReleaseSymlinkTarget(*root_, target);
+  }
+  return left.size();
+}
+
 Tree::Staged::~Staged() {
   contents_.reset();
   if (temp_.empty()) return;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "sigilfs/core/tree.h"
 #include "sigilfs/crypt/secure_bytes.h"
 #include "transfer.h"
+#include "unfinished_imports.h"
 
 namespace sigilfs::cli {
 namespace {
@@ -218,6 +220,20 @@ int RunExport(const TransferOptions& o) {
   return *problems == 0 ? 0 : 1;
 }
 
+// The signal that interrupted an import (SIGINT, SIGTERM, SIGHUP), or 0: the import stops at
+// the next entry or step, and says what it did.
+volatile std::sig_atomic_t interrupted_by = 0;  // NOLINT: written by the signal handler
+
+void NoteInterruption(int signal) { interrupted_by = signal; }
+
+void StopImportOnSignals() {
+  struct sigaction action {};
+  action.sa_handler = NoteInterruption;
+  action.sa_flags = SA_RESTART;  // the store's calls go on; the import stops between them
+  sigemptyset(&action.sa_mask);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signal, &action, nullptr);
+}
+
 int RunImport(const TransferOptions& o) {
   // The source, checked before the passphrase is asked for.
   std::string source = o.from;
@@ -243,7 +259,6 @@ int RunImport(const TransferOptions& o) {
   auto tree = OpenTree(**opened);
   if (!tree.ok()) return Fail(tree.status());
   core::ImportOptions options;
-  options.replace = o.force;
   options.owner = Owner(o);
   options.acls = !o.no_acl;
   Totals totals;
@@ -261,7 +276,15 @@ int RunImport(const TransferOptions& o) {
     }
   }
   ProgressLine line("import", totals.bytes, totals.files, o.quiet);
-  options.progress = [&line](const std::string&, uint64_t) { line.AddFile(); };
+  uint64_t placed = 0, found = 0;  // entries imported, and found in place (resume)
+  options.progress = [&line, &placed](const std::string&, uint64_t) {
+    line.AddFile();
+    ++placed;
+  };
+  options.skipped = [&line, &found](const std::string&, uint64_t) {
+    line.AddFile();
+    ++found;
+  };
   options.copied = line.Bytes();
 
   // The target: PATH itself, or SOURCE's name inside PATH when PATH is a directory.
@@ -285,20 +308,56 @@ int RunImport(const TransferOptions& o) {
       target_name = parts->back();
     }
   }
-  Status s;
-  if (into && contents) {
-    s = core::ImportInto(**tree, **src, source, *into, options);
-  } else {
-    if (into) {
-      parent_dir = std::move(into);
-      target_name = name;
-    }
-    // The entry by its name in the source's parent directory (for "dir/.", the directory).
-    s = core::ImportEntry(**tree, **src, contents ? "" : name, source, *parent_dir, target_name,
-                          options);
+  const bool merge = into && contents;  // the source's entries into an existing directory
+  // Otherwise a whole entry: its directory and its name there.
+  const core::Tree::Dir* entry_dir = into ? into.get() : parent_dir.get();
+  const std::string entry_name = into ? name : target_name;
+  const std::string target = merge ? into->path() : entry_dir->PathOf(entry_name);
+
+  // An import cut short is recorded, so that the same command finishes it: entries in place
+  // already are left as they are, and (for a whole entry, which was not there before it) others
+  // replaced.
+  const UnfinishedImports unfinished(**opened);
+  auto record = unfinished.LineOf(fs::absolute(source).lexically_normal().string(), target, merge);
+  if (!record.ok()) return Fail(record.status());
+  const bool resume = unfinished.Has(*record);
+  // A whole entry in the way is refused before anything is written (or recorded).
+  if (!merge && !resume && !o.force && (*tree)->StatStored(*entry_dir, entry_name).ok())
+    return Fail(Exists(target));
+  if (Status s = unfinished.Add(*record); !s.ok()) return Fail(s);
+  options.resume = resume;
+  options.replace = o.force || (resume && !merge);
+  StopImportOnSignals();
+  options.stop = [] { return interrupted_by != 0; };
+  // The entry by its name in the source's parent directory (for "dir/.", the directory).
+  const Status s = merge ? core::ImportInto(**tree, **src, source, *into, options)
+                         : core::ImportEntry(**tree, **src, contents ? "" : name, source,
+                                             *entry_dir, entry_name, options);
+  if (interrupted_by != 0) {
+    line.Clear();
+    fmt::print(stderr,
+               "sigilfs: import interrupted: {} of {} {} in the vault at {}, the rest is not; run "
+               "the same command again to finish it\n",
+               Counted(placed + found, "entry", "entries"), source,
+               placed + found == 1 ? "is" : "are", target);
+    return 128 + interrupted_by;
   }
-  if (!s.ok()) return Fail(WithHint(s));
+  if (!s.ok()) {
+    line.Clear();
+    (void)Fail(WithHint(s));
+    if (s.code() != Code::kExists)
+      fmt::print(stderr,
+                 "sigilfs: the import is not finished: once that is mended, the same command "
+                 "finishes it\n");
+    return 1;
+  }
+  if (Status removed = unfinished.Remove(*record); !removed.ok())
+    fmt::print(stderr, "sigilfs: warning: {}\n", removed.ToString());
   line.Done();
+  if (resume)
+    fmt::print("Finished the import of {} into {}: {} in place already, {} imported now.\n", source,
+               target, Counted(found, "entry was", "entries were"),
+               Counted(placed, "entry", "entries"));
   return 0;
 }
 
@@ -388,9 +447,11 @@ void RegisterTransferCommands(CLI::App& app, Action& action) {
     cmd->footer(
         "Keeps directories, files, symlinks, FIFOs and device nodes, hard links, permissions,\n"
         "times, user.* extended attributes and POSIX ACLs (the vault keeps no other attributes),\n"
-        "and ownership when run as root. Each entry appears complete under its name or not at all. "
-        "Stops at the first\n"
-        "failure. Refused while the vault is mounted (the mount caches names and attributes).");
+        "and ownership when run as root. Each entry appears complete under its name or not at\n"
+        "all. Stops at the first failure. An import cut short (Ctrl-C, a kill, a full disk) is\n"
+        "finished by the same command: entries in place already (same kind, mode, size and\n"
+        "modification time) are left as they are, others replaced. Refused while the vault is\n"
+        "mounted (the mount caches names and attributes).");
     cmd->callback([&action, o] { action = [o] { return RunImport(*o); }; });
   }
 }

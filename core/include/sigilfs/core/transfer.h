@@ -23,8 +23,22 @@ struct ImportOptions {
   // POSIX ACLs copied, exactly (and, on a directory merged into, one the source lacks removed);
   // without it the vault's entries get none.
   bool acls = true;
+  // Finishing an import that was cut short (interrupted, killed, a full disk): an existing
+  // directory is merged into, and an existing entry that is already what the source's would be
+  // is left as it is: the same kind, permission bits and (with `owner`) owner, and for a regular
+  // file the same size and modification time (the quick check rsync makes: an import gives each
+  // file its source's time, and a file is only ever in place whole), a symlink's target, a
+  // device's number. Other existing entries are replaced with `replace`, else kExists. Entries
+  // left staged by an import that was killed are removed from the directories it goes through.
+  bool resume = false;
+  // Asked before each entry and between the steps of a file's copy: true ends the import there,
+  // with kIoError and EINTR ("interrupted"). The entry being made is dropped; those in place stay,
+  // each whole, and directories made have their attributes only once filled.
+  std::function<bool()> stop;
   // Called after each non-directory entry: its vault path and, for a regular file, its size.
   std::function<void(const std::string& path, uint64_t bytes)> progress;
+  // With `resume`, instead of `progress` for each non-directory entry found in place.
+  std::function<void(const std::string& path, uint64_t bytes)> skipped;
   ByteProgress copied;  // told of file data as it is copied, a step at a time
 };
 

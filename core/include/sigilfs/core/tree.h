@@ -321,6 +321,10 @@ class Tree {
   Result<std::unique_ptr<Staged>> StageSymlink(const Dir& dir, std::string_view target);
   Result<std::unique_ptr<Staged>> StageNode(const Dir& dir, mode_t mode, dev_t rdev);
   Result<std::unique_ptr<Staged>> StageLink(const Dir& from, const EntryName& name, const Dir& dir);
+  // Removes the staged entries a process that was killed left in `dir` (no listing shows them;
+  // a long symlink target's side file goes with its link); the number removed. Only for a caller
+  // that holds the vault exclusively: another front end's are in the making.
+  Result<uint64_t> RemoveLeftovers(const Dir& dir);
 
  private:
   Tree(Volume& volume, std::unique_ptr<BackingDir> root, TreeOptions options)
