@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # scripts/install.sh end to end: a stripped Release build installed under /usr/local with only
 # what a user of the program needs, its warnings about another sigilfs first on PATH and a
-# pam_sigilfs.so it did not put there, its PAM profile found by pam-auth-update, the library
-# added by --with-library, and --uninstall leaving nothing behind; then the machine as it was.
+# pam_sigilfs.so it did not put there, its PAM profile found by pam-auth-update, a home login
+# through PAM with the installed module (pam_login.sh: a throw-away account's home set up by
+# `sigilfs home setup`, mounted as fuse.sigilfs by pamtester's open_session, ciphertext in the
+# vault, unmounted by close_session), the library added by --with-library, and --uninstall
+# leaving nothing behind, the stacks without the module and the same login still working; then
+# the machine as it was.
 #   from_source_test.sh SOURCE_DIR BUILD_DIR   (BUILD_DIR: install.sh's build folder, kept
 #                                               between runs, so that they build less)
 # Needs root and Debian's dpkg and pam-auth-update; exits 77 (skipped) without them, unless
@@ -11,13 +15,16 @@
 # What was there before is kept, as by install_test.sh (keep.sh): an installed sigilfs package or
 # an install from source is left alone (the test skips), and the files install.sh writes, the
 # PAM stacks and the packages install-deps.sh pulls in are noted first and put back after, even
-# after a run that was killed: the next run puts them back before anything else.
+# after a run that was killed: the next run puts them back before anything else; so is the
+# login's account, vault and PAM service.
 set -euo pipefail
 top=$1
 build=$2
 saved=/var/tmp/sigilfs-install-test
 # shellcheck source=keep.sh
 source "$top/tests/package/keep.sh"
+# shellcheck source=pam_login.sh
+source "$top/tests/package/pam_login.sh"
 [[ $(id -u) == 0 ]] || skip "installing needs root"
 if ! command -v pam-auth-update >/dev/null || ! command -v dpkg-query >/dev/null; then
   skip "no pam-auth-update or dpkg-query (not Debian)"
@@ -42,6 +49,7 @@ expected=(
 # that were there before (put back from their copies), and the folders that were not there.
 put_back() {
   [[ -d $saved ]] || return 0
+  put_back_login
   # "installed" is written once the notes are complete, just before install.sh runs.
   if [[ -e $saved/installed ]]; then
     local listed=() f
@@ -109,11 +117,9 @@ done
 [[ $("$prefix/bin/sigilfs" --version) == "sigilfs "* ]] || fail "$prefix/bin/sigilfs --version"
 
 echo "== pam-auth-update --enable sigilfs finds its profile"
-DEBIAN_FRONTEND=noninteractive quietly pam-auth-update --package --enable sigilfs
-for stack in auth session password; do
-  grep -qE '^[^#]*pam_sigilfs\.so' "/etc/pam.d/common-$stack" ||
-    fail "pam-auth-update --enable sigilfs did not put pam_sigilfs.so into /etc/pam.d/common-$stack"
-done
+enable_pam_profile
+echo "== a home login through PAM with the installed module"
+pam_login_check "$prefix/bin/sigilfs"
 
 echo "== --with-library adds the library"
 quietly "$top/scripts/install.sh" --build-dir "$build" --with-library
@@ -137,6 +143,7 @@ left=$(grep -v '^#' "$work/installed-files" | while IFS= read -r f; do
   if [[ -e ${f%/} || -L ${f%/} ]]; then echo "$f"; fi
 done)
 [[ -z $left ]] || fail "left after --uninstall: $left"
+pam_login_without_module
 
 put_back
 echo "PASS"

@@ -2,7 +2,11 @@
 # The Debian package end to end: built by cpack from a stripped Release build for /usr,
 # installed with apt-get, its files where Debian looks for them, its warning about another
 # sigilfs first on PATH, a vault mounted the way an /etc/fstab line mounts it
-# (mount -t fuse.sigilfs), then removed again, leaving the machine as it was.
+# (mount -t fuse.sigilfs), a home login through PAM with the package's module once
+# `pam-auth-update --package --enable sigilfs` has put it into the stacks (pam_login.sh: a
+# throw-away account's home set up by `sigilfs home setup`, mounted as fuse.sigilfs by pamtester's
+# open_session, ciphertext in the vault, unmounted by close_session), then removed again: the
+# stacks no longer name the module and the same login still works; the machine as it was.
 #   install_test.sh SOURCE_DIR [BUILD_DIR]   (BUILD_DIR: kept between runs, so they build less)
 # Needs root, apt-get and FUSE; exits 77 (skipped) without them, unless SIGILFS_REQUIRE_FUSE=1.
 #
@@ -10,12 +14,15 @@
 # and the files the package would overwrite that no package owns (pam_sigilfs.so and the
 # pam-auth-update profile of an install from source, scripts/install.sh), the PAM stacks its
 # removal rewrites and the packages apt-get pulls in are noted first and put back after, even
-# after a run that was killed: the next run puts them back before anything else.
+# after a run that was killed: the next run puts them back before anything else; so is the
+# login's account, vault and PAM service.
 set -euo pipefail
 top=$1
 saved=/var/tmp/sigilfs-package-test
 # shellcheck source=keep.sh
 source "$top/tests/package/keep.sh"
+# shellcheck source=pam_login.sh
+source "$top/tests/package/pam_login.sh"
 [[ $(id -u) == 0 ]] || skip "installing a package needs root"
 command -v apt-get >/dev/null || skip "no apt-get"
 [[ -c /dev/fuse ]] || skip "no /dev/fuse"
@@ -23,6 +30,7 @@ command -v apt-get >/dev/null || skip "no apt-get"
 one_at_a_time
 put_back() {
   [[ -d $saved ]] || return 0
+  put_back_login
   local point
   { findmnt -rn -o TARGET | grep "^$saved/" || true; } | sort -r | while IFS= read -r point; do
     umount -l "$point" || true
@@ -150,8 +158,13 @@ mountpoint -q "$work/view" && fail "the view is still mounted"
 sigilfs verify-backup -q "$work/backup" "$work/tree" --passfile "$work/pw" ||
   fail "verify-backup of a copy of the view"
 
+echo "== a home login through PAM, after pam-auth-update --enable sigilfs"
+enable_pam_profile
+pam_login_check /usr/bin/sigilfs
+
 echo "== remove"
 apt-get remove -y sigilfs >/dev/null 2>&1 || fail "apt-get remove"
 [[ -e /usr/bin/sigilfs || -e $module ]] && fail "files left after the removal"
+pam_login_without_module
 put_back
 echo "PASS"
