@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import kernel_requests
+
 MIB = 1 << 20
 
 # No single step of a benchmark should take this long; a hung FUSE daemon must not hang the run.
@@ -76,11 +78,15 @@ def flush_to_disk():
 
 def timed(cmd, *, settle=False, **kwargs):
     """Seconds a command takes; with settle, including getting everything it wrote onto disk."""
-    start = time.monotonic()
-    run(cmd, **kwargs)
-    if settle:
-        flush_to_disk()
-    return time.monotonic() - start
+    kernel_requests.begin()
+    try:
+        start = time.monotonic()
+        run(cmd, **kwargs)
+        if settle:
+            flush_to_disk()
+        return time.monotonic() - start
+    finally:
+        kernel_requests.end()
 
 
 def drop_caches():

@@ -4,9 +4,10 @@ import os
 import re
 import subprocess
 
+import kernel_requests
 from common import dpkg_version, human_size, log, median
 
-CSV_FIELDS = ["system", "workload", "metric", "unit", "run", "value"]
+CSV_FIELDS = ["system", "workload", "metric", "unit", "run", "value", "requests"]
 
 
 def lower_is_better(unit):
@@ -19,15 +20,20 @@ class Results:
     def __init__(self, path):
         self.rows = []
         self.groups = {}   # workload -> the group that measured it
+        self.requests = {}  # (system, key) -> the first run's request counts
         self._file = open(path, "w", newline="")
         self._csv = csv.writer(self._file)
         self._csv.writerow(CSV_FIELDS)
         self._file.flush()
 
-    def add(self, group, system, workload, metric, unit, run, value):
+    def add(self, group, system, workload, metric, unit, run, value, requests=None):
+        """`requests`: the kernel's requests during the step (kernel_requests), if counted."""
         self.rows.append((system, workload, metric, unit, run, value))
         self.groups.setdefault(workload, group)
-        self._csv.writerow([system, workload, metric, unit, run, f"{value:.6g}"])
+        if requests is not None:
+            self.requests.setdefault((system, (workload, metric, unit)), requests)
+        self._csv.writerow([system, workload, metric, unit, run, f"{value:.6g}",
+                            requests_text(requests)])
         self._file.flush()
 
     def close(self):
@@ -42,6 +48,48 @@ class Results:
 
     def values(self, system, key):
         return [r[5] for r in self.rows if r[0] == system and (r[1], r[2], r[3]) == key]
+
+
+REQUESTS_HEADING = "Requests the kernel sent"
+
+
+def requests_text(requests):
+    """'CREATE=100 LOOKUP=101 ...' (most first; '+' after the total where events were lost)."""
+    if requests is None:
+        return ""
+    kinds = " ".join(f"{k}={n}" for k, n in requests.counts.most_common())
+    return kinds + (" (lost some)" if requests.lost else "")
+
+
+def requests_section(results, keys, names):
+    """The table of the kernel's requests per step and system, and each step's kinds where the
+    systems differ most; empty where nothing was counted."""
+    counted = [k for k in keys if any((n, k) in results.requests for n in names)]
+    if not counted:
+        return []
+    out = ["", f"## {REQUESTS_HEADING}", "",
+           "FUSE requests per timed step, from the kernel's `fuse:fuse_request_send` tracepoint "
+           "(first run; `+` where the trace lost some): the round trips each system costs.", ""]
+    rows = []
+    for key in counted:
+        row = [key[0], key[1]]
+        for n in names:
+            r = results.requests.get((n, key))
+            row.append("" if r is None else f"{sum(r.counts.values()):,}" + ("+" if r.lost else ""))
+        rows.append(row)
+    out.append(table(["workload", "metric"] + names, rows, 2))
+    out += ["", "By kind, for the steps of whole trees and many files:", ""]
+    for key in counted:
+        if results.groups[key[0]].name not in ("tree", "listing"):
+            continue
+        parts = []
+        for n in names:
+            r = results.requests.get((n, key))
+            if r is not None:
+                top = ", ".join(f"{k} {c:,}" for k, c in r.counts.most_common(8))
+                parts.append(f"{n}: {top}")
+        out.append(f"- {key[0]} {key[1]}: " + "; ".join(parts))
+    return out
 
 
 def fmt(value):
@@ -343,6 +391,8 @@ def write_summary(path, ctx, results, systems, charts):
                                          results.values("sigilfs", (w, m, u)), u) for n in names]
                     for w, m, u in shared]
             out.append(table(["workload", "metric"] + names, rows, 2))
+    if shared:
+        out += requests_section(results, shared, names)
     if reverse and reverse_names:
         flags = Flags(results, reverse, reverse_names, ctx.runs)
         flags.against_peers("sigilfs", PEERS)
@@ -537,6 +587,11 @@ def check_table(path, systems):
                 if not FIGURE.match(value):
                     where = " / ".join(row[:2])
                     problems.append(f"{s}, row '{where}': no figure ({value or 'empty'})")
+    # (Its cells are checked with the rest: the table has a column per system.)
+    with open(path) as f:
+        if kernel_requests.has_tracepoint() and f"## {REQUESTS_HEADING}" not in f.read():
+            problems.append("no table of the requests the kernel sent, though it has the "
+                            "tracepoint")
     for p in problems:
         log(f"check-table: {p}")
     if problems:
