@@ -10,6 +10,7 @@
 
 #include "libfuse.h"
 #include "log.h"
+#include "uring_transport.h"
 
 namespace sigilfs::fuse {
 
@@ -75,6 +76,13 @@ class Request {
   size_t AddDirentryPlus(char* buf, size_t size, const char* name, const fuse_entry_param* e,
                          off_t next) const {
     return fuse_add_direntry_plus(Live("a listing"), buf, size, name, e, next);
+  }
+
+  // Where the payload of a Buf reply of `size` bytes can be made so that it goes to the kernel
+  // without another copy (over io_uring, the ring entry's own buffer); null where there is no
+  // such place, and the payload is made elsewhere. Valid until the reply.
+  void* ReplySpace(size_t size) const {
+    return req_ == nullptr ? nullptr : UringTransport::ReplySpace(size);
   }
 
   // The replies. Each ends the request.

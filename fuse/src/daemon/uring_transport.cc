@@ -61,6 +61,18 @@ thread_local struct Serving {
 // Requests the kernel sends in the background: no caller waits for their reply.
 bool Background(uint32_t opcode) { return opcode == FUSE_RELEASE || opcode == FUSE_RELEASEDIR; }
 
+// A READ of this size or more (the kernel's read-ahead) is work enough, about half a
+// millisecond a MiB to read and decrypt, that the thread serving it should not be held to
+// its queue's CPU (UringTransport::Run).
+constexpr uint32_t kLargeRead = 128 * 1024;
+
+bool LargeRead(const fuse_in_header& in, const char* arg) {
+  if (in.opcode != FUSE_READ || in.len < sizeof in + sizeof(fuse_read_in)) return false;
+  fuse_read_in read;
+  std::memcpy(&read, arg, sizeof read);
+  return read.size >= kLargeRead;
+}
+
 // A ring, set up and ended. liburing maps and unmaps a ring's memory with system calls of its
 // own, which ThreadSanitizer does not see: a ring mapped where an ended one was (a thread that
 // starts after another has left its ring) looked to it like memory the two threads share
@@ -295,6 +307,10 @@ bool UringTransport::TakeReply(const iovec* iov, int count) {
   if (out.unique != s.unique) return false;
   size_t n = 0;
   for (int i = 1; i < count; ++i) {
+    if (iov[i].iov_base == s.payload + n && iov[i].iov_len <= s.payload_size - n) {
+      n += iov[i].iov_len;  // made in place (ReplySpace)
+      continue;
+    }
     if (iov[i].iov_len > s.payload_size - n) {  // cannot happen: replies fit the request's max
       out.error = -EIO;
       n = 0;
@@ -333,6 +349,12 @@ bool UringTransport::TakeReply(const iovec* iov, int count) {
       Log("io_uring transport: leaving SCHED_IDLE: %s", Why(errno).c_str());
   }
   return true;
+}
+
+void* UringTransport::ReplySpace(size_t size) {
+  const Serving& s = t_serving;
+  if (s.header == nullptr || s.replied || size > s.payload_size) return nullptr;
+  return s.payload;
 }
 
 bool UringTransport::ServeOnHelper(void* msg, size_t size) {
@@ -386,12 +408,15 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   // (TakeReply); elsewhere requests no caller waits for (RELEASE) would take the caller's CPU
   // from it while another idles (`cp -a` ran a quarter slower), and their work goes to the
   // helper, which the scheduler places. A CPU this process may not use leaves the thread free.
-  {
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    CPU_SET(qid, &cpus);
-    (void)::sched_setaffinity(0, sizeof cpus, &cpus);
-  }
+  // A large READ (LargeRead: read-ahead) lets go of the CPU until a small request comes again:
+  // read-ahead fills the queue of the reader's CPU alone, and its decryption held to that CPU
+  // ran cold sequential reads at two thirds of /dev/fuse's speed; the thread, free while it
+  // waits, is woken where the scheduler finds room, as /dev/fuse's threads are.
+  cpu_set_t own, any;
+  CPU_ZERO(&own);
+  CPU_SET(qid, &own);
+  const bool can_pin = ::sched_getaffinity(0, sizeof any, &any) == 0 && CPU_ISSET(qid, &any);
+  bool pinned = can_pin && ::sched_setaffinity(0, sizeof own, &own) == 0;
 
   io_uring ring;
   // One submitter, which is also the only waiter: completions' work runs when it waits.
@@ -483,6 +508,12 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     // A background request's work goes to the helper, off this CPU, where the caller goes on;
     // with the commit under SCHED_IDLE the caller goes first anyway, and the hand-over (two
     // sleeps and two wake-ups) would only cost.
+    // (A large READ's thread is let go of its CPU, above; its reply, a MiB the kernel copies
+    // inside the commit, is not committed under SCHED_IDLE, where any task would preempt it.)
+    const bool large = LargeRead(in, msg + sizeof in);
+    if (can_pin && large == pinned && ::sched_setaffinity(0, sizeof own, large ? &any : &own) == 0)
+      pinned = !large;
+    if (large) t_serving.idle_commit = false;
     if (idle_commit_ || !Background(in.opcode) || !ServeOnHelper(msg, in.len)) serve_(msg, in.len);
     const bool committed = t_serving.committed;
     if (!t_serving.replied) {

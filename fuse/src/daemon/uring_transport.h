@@ -57,6 +57,12 @@ class UringTransport {
   // thread is serving: it goes into the entry's buffers and is sent with the next fetch.
   static bool TakeReply(const iovec* iov, int count);
 
+  // Where a reply's payload of `size` bytes can be made in place for the ring request this
+  // thread is serving (the entry's own buffer, which the kernel copies from): a reply whose
+  // payload is there is sent without being copied into it. Null when this thread serves no ring
+  // request or the reply would not fit; valid until that reply.
+  static void* ReplySpace(size_t size);
+
   // Requests served through the ring so far.
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
   unsigned queues() const { return queues_; }

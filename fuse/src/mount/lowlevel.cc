@@ -295,14 +295,20 @@ void Create(Req& r, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_
 }
 
 void Read(Req& r, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
-  thread_local std::vector<uint8_t> buffer;
-  if (buffer.size() < size) buffer.resize(size);
   const std::shared_ptr<Inode> inode = NodeOr(r, ino);
   if (inode == nullptr) return;
-  auto n = r.server().DoRead(*inode, static_cast<uint64_t>(offset),
-                             MutableByteSpan(buffer.data(), size));
+  // Decrypted straight into the reply's place where the transport has one (a ring entry's
+  // buffer): a 1 MiB read over io_uring then costs no extra copy (cold reads ran a third slower
+  // than over /dev/fuse with it).
+  thread_local std::vector<uint8_t> buffer;
+  auto* out = static_cast<uint8_t*>(r.ReplySpace(size));
+  if (out == nullptr) {
+    if (buffer.size() < size) buffer.resize(size);
+    out = buffer.data();
+  }
+  auto n = r.server().DoRead(*inode, static_cast<uint64_t>(offset), MutableByteSpan(out, size));
   if (!n.ok()) return ReplyError(r, n.status());
-  std::move(r).Buf(buffer.data(), *n);
+  std::move(r).Buf(out, *n);
 }
 
 void WriteBuf(Req& r, fuse_ino_t ino, fuse_bufvec* bufv, off_t offset, fuse_file_info* fi) {
