@@ -8,10 +8,10 @@
 namespace sigilfs::core::permissions {
 
 Result<NewModes> ForNew(Tree& tree, BackingDir& parent, mode_t type, mode_t mode, mode_t umask,
-                        bool acls) {
+                        bool acls, bool parent_has_no_default) {
   NewModes out;
   out.mode = mode & 07777;
-  if (acls) {
+  if (acls && !parent_has_no_default) {
     // With POSIX ACLs the kernel neither applies the umask nor inherits default ACLs for FUSE:
     // posix_acl_create is the server's.
     auto inherited = tree.GetXattr(parent, acl::kDefaultName);
@@ -20,6 +20,7 @@ Result<NewModes> ForNew(Tree& tree, BackingDir& parent, mode_t type, mode_t mode
       if (!parsed.ok()) return Status(Code::kCorrupt, "stored default ACL");
       if (acl::CreateMasq(*parsed, &out.mode)) out.access_acl = acl::Serialize(*parsed);
       if (S_ISDIR(type)) out.default_acl = std::move(*inherited);
+      out.parent_default_acl = true;
       return out;
     }
     // No attribute, or none possible there: no default ACL.
@@ -92,11 +93,12 @@ Status RemoveAcl(Tree& tree, BackingDir& object, const struct stat& st, std::str
   return tree.StoreAcl(object, name, nullptr, 0, st.st_mode & 07777);
 }
 
-Status Chmod(Tree& tree, BackingDir& object, mode_t type, mode_t mode, bool acls) {
+Status Chmod(Tree& tree, BackingDir& object, mode_t type, mode_t mode, bool acls,
+             bool no_access_acl) {
   mode &= 07777;
   // The kernel leaves a FUSE server's ACLs alone on chmod (posix_acl_chmod is the server's):
   // the owner, group-class (mask) and other entries follow the new mode.
-  if (acls && (S_ISREG(type) || S_ISDIR(type))) {
+  if (acls && !no_access_acl && (S_ISREG(type) || S_ISDIR(type))) {
     auto value = tree.GetXattr(object, acl::kAccessName);
     if (value.ok()) {
       auto parsed = acl::Parse(*value);

@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sigilfs/core/names.h"
@@ -333,6 +335,61 @@ TEST_F(MountAclTest, ChmodMovesTheMaskAndEquivalentAclsAreJustModeBits) {
   ASSERT_EQ(::chmod(g.c_str(), 0770), 0);
   ASSERT_EQ(Setfacl({"-b", g}), "");
   EXPECT_EQ(ModeOf(g), 0740u);
+}
+
+// An exclusive mount remembers which files and directories have no ACL (`ls -l` asks for each
+// file's, a create for its directory's default one) and answers without the store: whatever it
+// learned, by asking or by making the entry, never hides an ACL set later, on the entry or on
+// its directory, nor one another thread sets while it is asked for.
+TEST_F(MountAclTest, KnowingThatAnAclIsNotThereNeverHidesOneSetLaterOrConcurrently) {
+  test::MountedVault vault;
+  const std::string d = vault.path("d"), f1 = vault.path("d/f1"), f2 = vault.path("d/f2");
+  ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+  std::ofstream(f1) << "1";  // d now known to have no default ACL, f1 no ACL at all
+  char buf[256];
+  EXPECT_EQ(::getxattr(f1.c_str(), kAccess, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ENODATA);
+  EXPECT_EQ(::getxattr(d.c_str(), kDefault, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ENODATA);
+  // On the file itself.
+  ASSERT_EQ(Setfacl({"-m", "u:65534:r", f1}), "");
+  EXPECT_NE(Getfacl(f1).find("user:65534:r--"), std::string::npos) << Getfacl(f1);
+  ASSERT_EQ(Setfacl({"-b", f1}), "");
+  EXPECT_EQ(::getxattr(f1.c_str(), kAccess, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ENODATA);
+  ASSERT_EQ(Setfacl({"-m", "u::rw,g::r,o::-", f1}), "");  // one the mode says: not stored
+  EXPECT_EQ(ModeOf(f1), 0640u);
+  ASSERT_EQ(Setfacl({"-m", "u:65534:rw", f1}), "");
+  EXPECT_NE(Getfacl(f1).find("user:65534:rw-"), std::string::npos) << Getfacl(f1);
+  ASSERT_EQ(::chmod(f1.c_str(), 0600), 0);  // the mask follows: the ACL is read, not assumed away
+  EXPECT_NE(Getfacl(f1).find("mask::---"), std::string::npos) << Getfacl(f1);
+  // On its directory: a default ACL set after creates there is inherited by the next one.
+  ASSERT_EQ(Setfacl({"-d", "-m", "u:65534:rwx", d}), "");
+  std::ofstream(f2) << "2";
+  EXPECT_NE(Getfacl(f2).find("user:65534:rwx"), std::string::npos) << Getfacl(f2);
+  ASSERT_EQ(::mkdir((d + "/sub").c_str(), 0755), 0);
+  EXPECT_NE(Getfacl(d + "/sub").find("default:user:65534:rwx"), std::string::npos);
+  ASSERT_EQ(Setfacl({"-k", d}), "");
+  std::ofstream(d + "/f3") << "3";
+  EXPECT_EQ(::getxattr((d + "/f3").c_str(), kAccess, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ENODATA);
+  // Another thread asks all along while this one sets and removes: once a set has returned,
+  // every answer shows the ACL.
+  std::atomic<bool> stop{false};
+  std::thread asker([&] {
+    char b[256];
+    while (!stop.load()) (void)::getxattr(f1.c_str(), kAccess, b, sizeof b);
+  });
+  int hidden = 0;
+  for (int round = 0; round < 40; ++round) {
+    ASSERT_EQ(Setfacl({"-m", "u:65534:r", f1}), "");
+    for (int look = 0; look < 5; ++look)
+      hidden += ::getxattr(f1.c_str(), kAccess, buf, sizeof buf) > 0 ? 0 : 1;
+    ASSERT_EQ(Setfacl({"-b", f1}), "");
+  }
+  stop.store(true);
+  asker.join();
+  EXPECT_EQ(hidden, 0);
 }
 
 TEST_F(MountAclTest, TheCipherDirectoryHoldsNoAclInClear) {

@@ -237,7 +237,9 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   if (options_.read_only) return Status::FromErrno(EROFS, "create");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dir->backing(), S_IFREG, mode, caller));
+  const uint64_t since = absent_acls_.Now();
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
+                           ModesForNew(parent, at.dir->backing(), S_IFREG, mode, caller));
   SIGILFS_ASSIGN_OR_RETURN(core::Tree::NewFile made,
                            tree_->MakeFile(*at.dir, at.name, modes.initial(), (flags & O_EXCL) != 0,
                                            NoAtime(false), FinishFor(at, modes, caller)));
@@ -249,6 +251,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   SIGILFS_ASSIGN_OR_RETURN(struct stat st, made.object->Stat(""));
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
                            Intern(st, parent.shared_from_this(), stored, *made.object, ""));
+  if (created) MadeWithoutAcls(*inode, modes, since);
   Status failed = Status::Ok();
   std::shared_ptr<core::FileContents> contents;
   {
@@ -460,6 +463,13 @@ Status CheckXattrName(const std::string& name, bool acls) {
 
 const std::string kAccessAcl(acl::kAccessName);
 
+// The KnownAbsentAcls bit of an ACL's attribute name; 0 for other names.
+uint8_t AclBit(const std::string& name) {
+  if (name == acl::kAccessName) return core::KnownAbsentAcls::kAccess;
+  if (name == acl::kDefaultName) return core::KnownAbsentAcls::kDefault;
+  return 0;
+}
+
 }  // namespace
 
 Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
@@ -480,14 +490,36 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   } else {
     SIGILFS_ASSIGN_OR_RETURN(object, OpenInode(inode, &st));
   }
-  return permissions::SetAcl(*tree_, *object, st, name, *parsed, flags, acls(), InGroupOf(caller));
+  Status s =
+      permissions::SetAcl(*tree_, *object, st, name, *parsed, flags, acls(), InGroupOf(caller));
+  if (KnowsAbsentAcls()) {
+    // An access ACL the mode says in full is not stored (permissions::SetAcl).
+    mode_t perms = 0;
+    const bool unstored = s.ok() && name == kAccessAcl && acl::EquivalentMode(*parsed, &perms);
+    absent_acls_.Changed(inode, unstored ? core::KnownAbsentAcls::kAccess : 0);
+  }
+  return s;
 }
 
-Result<Filesystem::NewModes> Filesystem::ModesForNew(core::BackingDir& parent, mode_t type,
-                                                     mode_t mode, const Caller& caller) {
-  auto modes = permissions::ForNew(*tree_, parent, type, mode, caller.umask, acls());
+Result<Filesystem::NewModes> Filesystem::ModesForNew(Inode& parent_node, core::BackingDir& parent,
+                                                     mode_t type, mode_t mode,
+                                                     const Caller& caller) {
+  using core::KnownAbsentAcls;
+  const bool know = KnowsAbsentAcls();
+  const bool none = know && KnownAbsentAcls::Known(parent_node, KnownAbsentAcls::kDefault);
+  const uint64_t since = know ? absent_acls_.Now() : 0;
+  auto modes = permissions::ForNew(*tree_, parent, type, mode, caller.umask, acls(), none);
   if (!modes.ok()) (void)Logged("default ACL of directory", modes.status());
+  if (know && !none && modes.ok() && !modes->parent_default_acl)
+    absent_acls_.Learned(parent_node, KnownAbsentAcls::kDefault, since);
   return modes;
+}
+
+void Filesystem::MadeWithoutAcls(core::Node& made, const NewModes& modes, uint64_t since) {
+  // Nothing inherited: the new entry has no ACL, as its parent had no default one.
+  if (KnowsAbsentAcls() && !modes.parent_default_acl)
+    absent_acls_.Learned(made, core::KnownAbsentAcls::kAccess | core::KnownAbsentAcls::kDefault,
+                         since);
 }
 
 Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan value, int flags,
@@ -510,10 +542,17 @@ Status Filesystem::DoSetxattr(Inode& inode, const std::string& name, ByteSpan va
 Result<std::vector<uint8_t>> Filesystem::DoGetxattr(Inode& inode, const std::string& name) {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "getxattr");
+  // `ls -l` asks for every file's access ACL: one known not to be there costs no store call.
+  const uint8_t bit = KnowsAbsentAcls() ? AclBit(name) : 0;
+  if (bit != 0 && core::KnownAbsentAcls::Known(inode, bit))
+    return Status::FromErrno(ENODATA, "getxattr");
+  const uint64_t since = bit != 0 ? absent_acls_.Now() : 0;
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
   auto value = tree_->GetXattr(*object, name);
   if (!value.ok()) (void)Logged("extended attribute", value.status());
+  if (bit != 0 && !value.ok() && value.status().sys_errno() == ENODATA)
+    absent_acls_.Learned(inode, bit, since);
   return value;
 }
 
@@ -545,7 +584,9 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
     ReaderLock tree(tree_mu_);
     struct stat st;
     SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode, &st));
-    return permissions::RemoveAcl(*tree_, *object, st, name);
+    Status s = permissions::RemoveAcl(*tree_, *object, st, name);
+    if (KnowsAbsentAcls()) absent_acls_.Changed(inode, s.ok() ? AclBit(name) : 0);
+    return s;
   }
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode));
@@ -615,7 +656,9 @@ Result<struct stat> Filesystem::DoSetattr(Inode& inode, const struct stat& attr,
       SIGILFS_ASSIGN_OR_RETURN(object, OpenInode(inode));
     }
     if ((to_set & kSetMode) != 0 && !S_ISLNK(inode.type)) {
-      const Status s = permissions::Chmod(*tree_, *object, inode.type, attr.st_mode, acls());
+      const Status s = permissions::Chmod(
+          *tree_, *object, inode.type, attr.st_mode, acls(),
+          KnowsAbsentAcls() && core::KnownAbsentAcls::Known(inode, core::KnownAbsentAcls::kAccess));
       SIGILFS_RETURN_IF_ERROR(Logged("access ACL", s));
     }
     if ((to_set & (kSetUid | kSetGid)) != 0) {
@@ -677,14 +720,17 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  const uint64_t since = absent_acls_.Now();
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
-                           ModesForNew(at.dir->backing(), mode & S_IFMT, mode, caller));
+                           ModesForNew(parent, at.dir->backing(), mode & S_IFMT, mode, caller));
   if (!S_ISREG(mode)) permissions::WithoutAcl(modes);  // no `user.*` attributes there
   SIGILFS_RETURN_IF_ERROR(tree_->MakeNode(*at.dir, at.name, (mode & S_IFMT) | modes.initial(), rdev,
                                           FinishFor(at, modes, caller)));
   if (DebugOps())
     Log("op mknod dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
-  return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
+  auto made = EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
+  if (made.ok()) MadeWithoutAcls(*made->inode, modes, since);
+  return made;
 }
 
 Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t mode,
@@ -692,14 +738,18 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes, ModesForNew(at.dir->backing(), S_IFDIR, mode, caller));
+  const uint64_t since = absent_acls_.Now();
+  SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
+                           ModesForNew(parent, at.dir->backing(), S_IFDIR, mode, caller));
   // A setgid directory passes its bit on to subdirectories, as on ext4.
   modes.mode |= at.dir_st.st_mode & S_ISGID;
   SIGILFS_RETURN_IF_ERROR(
       tree_->MakeDir(*at.dir, at.name, modes.initial(), FinishFor(at, modes, caller)));
   if (DebugOps())
     Log("op mkdir dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
-  return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
+  auto made = EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
+  if (made.ok()) MadeWithoutAcls(*made->inode, modes, since);
+  return made;
 }
 
 Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,

@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "sigilfs/core/absent_acls.h"
 #include "sigilfs/core/node_table.h"
 #include "sigilfs/core/permissions.h"
 #include "sigilfs/core/tree.h"
@@ -317,8 +318,11 @@ class Filesystem {
   // What a new entry gets (core::permissions::ForNew): the caller's umask, or the parent's
   // default ACL; a stored ACL that does not open is logged.
   using NewModes = core::permissions::NewModes;
-  Result<NewModes> ModesForNew(core::BackingDir& parent, mode_t type, mode_t mode,
-                               const Caller& caller) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  Result<NewModes> ModesForNew(Inode& parent_node, core::BackingDir& parent, mode_t type,
+                               mode_t mode, const Caller& caller) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  // A new entry `made` whose modes were `modes` (ModesForNew after absent_acls_.Now() gave
+  // `since`): known to have no ACL if it inherited none.
+  void MadeWithoutAcls(core::Node& made, const NewModes& modes, uint64_t since);
   // A new entry's last touches (core::Tree::Finish): its owner (Chown), then its ACLs and
   // mode (core::permissions::FinishNew).
   core::Tree::Finish FinishFor(const Place& at, const NewModes& modes, const Caller& caller);
@@ -377,6 +381,10 @@ class Filesystem {
   Mutex atime_mu_;                            // one thread probes at a time
   std::atomic<std::chrono::steady_clock::rep> atime_checked_ns_{0};
   std::atomic<bool> noatime_{false}, nodiratime_{false};
+  // The ACLs objects are known not to have: used where ACLs are kept and the mount is the
+  // store's one writer (KnowsAbsentAcls).
+  core::KnownAbsentAcls absent_acls_;
+  bool KnowsAbsentAcls() const { return acls() && !shared(); }
 };
 
 }  // namespace sigilfs::fuse

@@ -56,6 +56,9 @@ struct Node : std::enable_shared_from_this<Node> {
   // Set while the object is open: an open object keeps its inode (and number) alive, which
   // proves a table hit is this node. Atomic: the table reads it without the node's lock.
   std::atomic<bool> is_open{false};
+  // The ACLs the object is known not to have, for a front end that is its store's one writer
+  // (KnownAbsentAcls, which alone writes it). Kept while the node is remembered.
+  std::atomic<uint8_t> absent_acls{0};
 
   Mutex mu;                                        // before the table's lock
   std::optional<DirIv> iv SIGILFS_GUARDED_BY(mu);  // directories: the cached name IV

@@ -26,6 +26,8 @@ struct NewModes {
   mode_t mode = 0;                   // permission bits (and set-ID bits) of the new entry
   std::vector<uint8_t> access_acl;   // inherited access ACL, xattr form
   std::vector<uint8_t> default_acl;  // directories: the parent's default ACL
+  // The parent has a default ACL (as read, with `acls`): without one, the new entry has no ACL.
+  bool parent_default_acl = false;
   // Until its access ACL is stored a new entry has its owner's bits only: the ACL may deny a
   // named user what the group or other bits would allow.
   mode_t initial() const { return access_acl.empty() ? mode : mode & ~(S_IRWXG | S_IRWXO); }
@@ -35,8 +37,9 @@ struct NewModes {
 // `parent`. With `acls` (POSIX ACLs kept) and a default ACL on `parent`, that ACL restricts the
 // mode and is inherited (posix_acl_create); otherwise `umask` applies. kCorrupt if the stored
 // default ACL does not parse; a value that does not open is Tree::GetXattr's error.
+// `parent_has_no_default`: known already (KnownAbsentAcls), so the store is not asked.
 Result<NewModes> ForNew(Tree& tree, BackingDir& parent, mode_t type, mode_t mode, mode_t umask,
-                        bool acls);
+                        bool acls, bool parent_has_no_default = false);
 // A special file (FIFO, socket, device) keeps no ACL (the store keeps no `user.*` attributes
 // there): it gets the mode its inherited ACL allows, its group bits what the owning group
 // itself may do, not the mask (which would hand the group what only named entries were given).
@@ -58,8 +61,10 @@ Status SetAcl(Tree& tree, BackingDir& object, const struct stat& st, std::string
 Status RemoveAcl(Tree& tree, BackingDir& object, const struct stat& st, std::string_view name);
 // chmod of `object` (of type `type`) to permission bits `mode`: with `acls`, an access ACL's
 // owner, group-class and other entries follow the new mode (posix_acl_chmod), stored with it.
-// kCorrupt if the stored access ACL does not parse.
-Status Chmod(Tree& tree, BackingDir& object, mode_t type, mode_t mode, bool acls);
+// kCorrupt if the stored access ACL does not parse. `no_access_acl`: known already
+// (KnownAbsentAcls), so the store is not asked.
+Status Chmod(Tree& tree, BackingDir& object, mode_t type, mode_t mode, bool acls,
+             bool no_access_acl = false);
 
 // `mode` without set-user-ID, and without set-group-ID where the group may execute or the
 // caller is not `in_group`.
