@@ -94,11 +94,11 @@ int ThreadsNamed(pid_t pid, const std::string& name) {
   return n;
 }
 
-// A daemon that may leave SCHED_IDLE again (root here) commits its replies under it and serves
-// RELEASE on the entry's own thread: it starts no helper. One that may not (without
-// CAP_SYS_NICE and with the default RLIMIT_NICE, as most unprivileged daemons) commits them as
-// usual and hands RELEASE to the helper, and the POSIX, workload, concurrency and race suites
-// pass that way too.
+// A daemon that may leave SCHED_IDLE again (root here) serves RELEASE on the entry's own thread
+// (and commits its replies under SCHED_IDLE where the round trip is cheap): it starts no helper.
+// One that may not (without CAP_SYS_NICE and with the default RLIMIT_NICE, as most unprivileged
+// daemons) commits them as usual and hands RELEASE to the helper, and the POSIX, workload,
+// concurrency and race suites pass that way too.
 TEST_F(MountUringTest, DaemonsThatMayNotLeaveSchedIdleServeAsWellWithTheHelper) {
   ASSERT_TRUE(fs::exists("/usr/bin/setpriv")) << "setpriv (util-linux) drops the capability";
   test::TempDir dir;

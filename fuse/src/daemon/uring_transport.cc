@@ -13,9 +13,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <system_error>
+#include <thread>
 
 #include "log.h"
 #include "uring_abi.h"
@@ -113,19 +116,35 @@ void RequestCame() {
 #endif
 }
 
-// Whether a thread of this process may go to SCHED_IDLE and come back: coming back needs
-// CAP_SYS_NICE or an RLIMIT_NICE that allows nice 0, which an unprivileged daemon rarely has.
-// Tried on a thread of its own, which ends either way.
-bool CanLeaveIdle() {
-  bool back = false;
-  std::thread probe([&back] {
+// How long a thread of this process takes to go to SCHED_IDLE and come back (the cheapest of a
+// few tries), or nothing where it may not come back: that needs CAP_SYS_NICE or an RLIMIT_NICE
+// that allows nice 0, which an unprivileged daemon rarely has. Tried on a thread of its own,
+// which ends either way.
+std::optional<std::chrono::nanoseconds> IdleRoundTrip() {
+  std::optional<std::chrono::nanoseconds> best;
+  std::thread probe([&best] {
     sched_param none{};
-    back = ::sched_setscheduler(0, SCHED_IDLE, &none) == 0 &&
-           ::sched_setscheduler(0, SCHED_OTHER, &none) == 0;
+    for (int i = 0; i < 8; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      if (::sched_setscheduler(0, SCHED_IDLE, &none) != 0) return;
+      if (::sched_setscheduler(0, SCHED_OTHER, &none) != 0) {
+        best.reset();
+        return;
+      }
+      const auto took = std::chrono::steady_clock::now() - start;
+      if (!best || took < *best) best = took;
+    }
   });
   probe.join();
-  return back;
+  return best;
 }
+
+// Above this, the round trip a SCHED_IDLE commit adds to every request (TakeReply) costs more
+// than keeping the caller on its CPU gains. Measured on an AMD EPYC virtual machine whose system
+// calls cost about 1 µs, where the round trip takes 3.1 µs: 10,000 creates over io_uring took
+// 2.42 s with plain commits against 2.64 s under SCHED_IDLE, and 1.66 against 2.38 s in another
+// run, writes the same either way (docs/benchmarks.md, "The SCHED_IDLE commit").
+constexpr std::chrono::nanoseconds kIdleCommitAtMost{1500};
 
 // errno's text (strerror is not thread-safe).
 std::string Why(int err) { return std::generic_category().message(err); }
@@ -261,13 +280,22 @@ UringTransport::UringTransport(int fd, size_t payload_size, Serve serve, OnFailu
       on_failure_(on_failure),
       queues_(PossibleCpus()),
       depth_(depth == 0 ? 1 : depth),
-      idle_commit_(CanLeaveIdle()) {
+      idle_round_trip_(IdleRoundTrip()),
+      idle_commit_(idle_round_trip_ && *idle_round_trip_ <= kIdleCommitAtMost),
+      release_in_place_(idle_round_trip_.has_value()) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     Fail(std::string("eventfd: ") + Why(errno));
     return;
   }
-  if (!idle_commit_) helper_ = std::thread([this] { Help(); });
+  if (!idle_round_trip_)
+    Log("io_uring transport: this daemon may not leave SCHED_IDLE again; replies are committed "
+        "plainly, RELEASE served on a helper thread");
+  else if (!idle_commit_)
+    Log("io_uring transport: replies committed plainly (a SCHED_IDLE round trip takes %lld ns "
+        "here)",
+        static_cast<long long>(idle_round_trip_->count()));
+  if (!release_in_place_) helper_ = std::thread([this] { Help(); });
   threads_.reserve(static_cast<size_t>(queues_) * depth_);
   for (unsigned q = 0; q < queues_; ++q)
     for (unsigned i = 0; i < depth_; ++i) threads_.emplace_back([this, q, i] { Run(q, i); });
@@ -405,9 +433,12 @@ void UringTransport::Run(unsigned qid, unsigned index) {
   // that queue serves it on that CPU: the caller sleeps and the entry's thread runs where it
   // slept, with no wake-up of another CPU either way (4 KiB writes ran 1.4 to 2.9 times as
   // fast as over /dev/fuse). Where replies are committed under SCHED_IDLE the caller goes first
-  // (TakeReply); elsewhere requests no caller waits for (RELEASE) would take the caller's CPU
-  // from it while another idles (`cp -a` ran a quarter slower), and their work goes to the
-  // helper, which the scheduler places. A CPU this process may not use leaves the thread free.
+  // (TakeReply). Requests no caller waits for (RELEASE) are served here where this process may
+  // leave SCHED_IDLE again (with plain commits too: on a machine where that round trip is dear,
+  // creates ran faster so than on the helper). A daemon that may not hands them to the helper,
+  // which the scheduler places: served in place without the SCHED_IDLE commit on another
+  // machine, they took the caller's CPU while the other idled, and `cp -a` ran a quarter
+  // slower. A CPU this process may not use leaves the thread free.
   // A large READ (LargeRead: read-ahead) lets go of the CPU until a small request comes again:
   // read-ahead fills the queue of the reader's CPU alone, and its decryption held to that CPU
   // ran cold sequential reads at two thirds of /dev/fuse's speed; the thread, free while it
@@ -514,7 +545,8 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     if (can_pin && large == pinned && ::sched_setaffinity(0, sizeof own, large ? &any : &own) == 0)
       pinned = !large;
     if (large) t_serving.idle_commit = false;
-    if (idle_commit_ || !Background(in.opcode) || !ServeOnHelper(msg, in.len)) serve_(msg, in.len);
+    if (release_in_place_ || !Background(in.opcode) || !ServeOnHelper(msg, in.len))
+      serve_(msg, in.len);
     const bool committed = t_serving.committed;
     if (!t_serving.replied) {
       // Every request the ring carries has a reply; one never sent would hold the entry.

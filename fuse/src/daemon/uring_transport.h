@@ -5,9 +5,11 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,9 +98,15 @@ class UringTransport {
   const OnFailure on_failure_;
   const unsigned queues_;
   const unsigned depth_;
-  // Whether replies are committed under SCHED_IDLE (TakeReply), and RELEASE served on its
-  // entry's thread: where the daemon may leave SCHED_IDLE again (CanLeaveIdle).
+  // How long going to SCHED_IDLE and back takes this process's threads; nothing where they may
+  // not come back (no CAP_SYS_NICE).
+  const std::optional<std::chrono::nanoseconds> idle_round_trip_;
+  // Whether replies are committed under SCHED_IDLE (TakeReply): where that round trip is cheap.
   const bool idle_commit_;
+  // Whether RELEASE is served on its entry's thread: wherever a thread may leave SCHED_IDLE
+  // (measured: with the commit under SCHED_IDLE, and with plain commits where the round trip is
+  // dear); elsewhere on the helper.
+  const bool release_in_place_;
   int stop_fd_ = -1;  // eventfd: readable once the threads are to end
   std::atomic<uint64_t> requests_{0};
   std::atomic<bool> failed_{false};
