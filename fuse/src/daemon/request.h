@@ -78,11 +78,14 @@ class Request {
     return fuse_add_direntry_plus(Live("a listing"), buf, size, name, e, next);
   }
 
-  // Where the payload of a Buf reply of `size` bytes can be made so that it goes to the kernel
-  // without another copy (over io_uring, the ring entry's own buffer); null where there is no
-  // such place, and the payload is made elsewhere. Valid until the reply.
-  void* ReplySpace(size_t size) const {
-    return req_ == nullptr ? nullptr : UringTransport::ReplySpace(size);
+  // Where to make a Buf reply's payload of `size` bytes: the transport's place for it where it
+  // has one (over io_uring, the ring entry's own buffer, so the payload goes to the kernel
+  // without another copy), else `fallback`, grown to `size`. Valid until the reply.
+  uint8_t* ReplySpace(size_t size, std::vector<uint8_t>& fallback) const {
+    if (void* in_place = req_ == nullptr ? nullptr : UringTransport::ReplySpace(size))
+      return static_cast<uint8_t*>(in_place);
+    if (fallback.size() < size) fallback.resize(size);
+    return fallback.data();
   }
 
   // The replies. Each ends the request.

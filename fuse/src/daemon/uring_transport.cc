@@ -536,15 +536,13 @@ void UringTransport::Run(unsigned qid, unsigned index) {
     std::memcpy(msg + sizeof in, e.header->op_in, op);
     t_serving = {e.header, e.area + kHeadroom,         payload_size_, in.unique, false,       &ring,
                  fd_,      static_cast<uint16_t>(qid), io.commit_id,  false,     idle_commit_};
-    // A background request's work goes to the helper, off this CPU, where the caller goes on;
-    // with the commit under SCHED_IDLE the caller goes first anyway, and the hand-over (two
-    // sleeps and two wake-ups) would only cost.
-    // (A large READ's thread is let go of its CPU, above; its reply, a MiB the kernel copies
-    // inside the commit, is not committed under SCHED_IDLE, where any task would preempt it.)
+    // A large READ's thread lets go of its CPU (above); its reply, a MiB the kernel copies
+    // inside the commit, is not committed under SCHED_IDLE, where any task would preempt it.
     const bool large = LargeRead(in, msg + sizeof in);
     if (can_pin && large == pinned && ::sched_setaffinity(0, sizeof own, large ? &any : &own) == 0)
       pinned = !large;
     if (large) t_serving.idle_commit = false;
+    // A background request goes to the helper where it is not served in place (above).
     if (release_in_place_ || !Background(in.opcode) || !ServeOnHelper(msg, in.len))
       serve_(msg, in.len);
     const bool committed = t_serving.committed;

@@ -239,7 +239,7 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   const uint64_t since = absent_acls_.Now();
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
-                           ModesForNew(parent, at.dir->backing(), S_IFREG, mode, caller));
+                           ModesForNew(parent, at.dir->backing(), S_IFREG, mode, caller, since));
   SIGILFS_ASSIGN_OR_RETURN(core::Tree::NewFile made,
                            tree_->MakeFile(*at.dir, at.name, modes.initial(), (flags & O_EXCL) != 0,
                                            NoAtime(false), FinishFor(at, modes, caller)));
@@ -502,12 +502,11 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
 }
 
 Result<Filesystem::NewModes> Filesystem::ModesForNew(Inode& parent_node, core::BackingDir& parent,
-                                                     mode_t type, mode_t mode,
-                                                     const Caller& caller) {
+                                                     mode_t type, mode_t mode, const Caller& caller,
+                                                     uint64_t since) {
   using core::KnownAbsentAcls;
   const bool know = KnowsAbsentAcls();
   const bool none = know && KnownAbsentAcls::Known(parent_node, KnownAbsentAcls::kDefault);
-  const uint64_t since = know ? absent_acls_.Now() : 0;
   auto modes = permissions::ForNew(*tree_, parent, type, mode, caller.umask, acls(), none);
   if (!modes.ok()) (void)Logged("default ACL of directory", modes.status());
   if (know && !none && modes.ok() && !modes->parent_default_acl)
@@ -721,8 +720,8 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   ReaderLock tree(tree_mu_);
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   const uint64_t since = absent_acls_.Now();
-  SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
-                           ModesForNew(parent, at.dir->backing(), mode & S_IFMT, mode, caller));
+  SIGILFS_ASSIGN_OR_RETURN(
+      NewModes modes, ModesForNew(parent, at.dir->backing(), mode & S_IFMT, mode, caller, since));
   if (!S_ISREG(mode)) permissions::WithoutAcl(modes);  // no `user.*` attributes there
   SIGILFS_RETURN_IF_ERROR(tree_->MakeNode(*at.dir, at.name, (mode & S_IFMT) | modes.initial(), rdev,
                                           FinishFor(at, modes, caller)));
@@ -740,7 +739,7 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
   const uint64_t since = absent_acls_.Now();
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
-                           ModesForNew(parent, at.dir->backing(), S_IFDIR, mode, caller));
+                           ModesForNew(parent, at.dir->backing(), S_IFDIR, mode, caller, since));
   // A setgid directory passes its bit on to subdirectories, as on ext4.
   modes.mode |= at.dir_st.st_mode & S_ISGID;
   SIGILFS_RETURN_IF_ERROR(

@@ -316,12 +316,14 @@ class Filesystem {
   Status Chown(core::BackingDir& object, const Place& at, const Caller& caller,
                std::optional<struct stat>* known = nullptr);
   // What a new entry gets (core::permissions::ForNew): the caller's umask, or the parent's
-  // default ACL; a stored ACL that does not open is logged.
+  // default ACL; a stored ACL that does not open is logged. `since`: absent_acls_.Now(), taken
+  // before, for what is learned of the parent.
   using NewModes = core::permissions::NewModes;
   Result<NewModes> ModesForNew(Inode& parent_node, core::BackingDir& parent, mode_t type,
-                               mode_t mode, const Caller& caller) SIGILFS_REQUIRES_SHARED(tree_mu_);
-  // A new entry `made` whose modes were `modes` (ModesForNew after absent_acls_.Now() gave
-  // `since`): known to have no ACL if it inherited none.
+                               mode_t mode, const Caller& caller, uint64_t since)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
+  // A new entry `made` whose modes were `modes` (ModesForNew with `since`): known to have no
+  // ACL if it inherited none.
   void MadeWithoutAcls(core::Node& made, const NewModes& modes, uint64_t since);
   // A new entry's last touches (core::Tree::Finish): its owner (Chown), then its ACLs and
   // mode (core::permissions::FinishNew).

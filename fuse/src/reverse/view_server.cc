@@ -221,19 +221,13 @@ void Open(Req& r, fuse_ino_t ino, fuse_file_info* fi) {
 
 void Read(Req& r, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
   core::BackingFile* file = FileOf(fi);
-  // Made in the reply's place where the transport has one (as the mount's Read).
-  std::vector<uint8_t> buf;
-  auto* out = static_cast<uint8_t*>(r.ReplySpace(size));
-  if (out == nullptr) {
-    buf.resize(size);
-    out = buf.data();
-  }
-  auto n = file->ReadAt(MutableByteSpan(out, size), static_cast<uint64_t>(offset));
+  std::vector<uint8_t> buf(size);
+  auto n = file->ReadAt(buf, static_cast<uint64_t>(offset));
   if (!n.ok()) {
     Log("read: %s", n.status().ToString().c_str());
     return ReplyError(r, n.status());
   }
-  std::move(r).Buf(out, *n);
+  std::move(r).Buf(buf.data(), *n);
 }
 
 void Release(Req& r, fuse_ino_t, fuse_file_info* fi) {
