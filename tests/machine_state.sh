@@ -4,8 +4,9 @@
 #   machine_state.sh note FILE    writes the state to FILE
 #   machine_state.sh check FILE   compares the state with FILE; exits 1, saying what changed
 # The state: the fuse module's parameters (enable_uring), the FUSE sysctls, /dev/fuse's mode and
-# ACL, the local accounts and groups, the PAM configuration and sigilfs's PAM module, sigilfs's
-# files in the system's directories and /usr/local, and the installed packages.
+# ACL, tracefs and its instances, the local accounts and groups, the PAM configuration and
+# sigilfs's PAM module, sigilfs's files in the system's directories and /usr/local, and the
+# installed packages.
 set -euo pipefail
 mode=${1:-}
 file=${2:-}
@@ -21,6 +22,11 @@ state() {
     if [[ -r $f ]]; then echo "$f = $(cat "$f")"; fi
   done
   stat -c '/dev/fuse mode %a' /dev/fuse 2>/dev/null || true
+  # tracefs and its instances (benchmarks/compare counts requests in one of its own).
+  if mountpoint -q /sys/kernel/tracing; then
+    echo "tracefs mounted"
+    ls /sys/kernel/tracing/instances 2>/dev/null | sed 's/^/tracing instance /'
+  fi
   { getfacl -cn /dev/fuse 2>/dev/null || true; } | sed 's|^|/dev/fuse acl |'
   getent passwd | cut -d: -f1 | sort | sed 's/^/account /'
   getent group | cut -d: -f1 | sort | sed 's/^/group /'

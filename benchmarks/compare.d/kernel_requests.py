@@ -11,6 +11,7 @@ import collections
 import os
 import re
 import select
+import subprocess
 import threading
 
 TRACEFS = "/sys/kernel/tracing"
@@ -19,16 +20,19 @@ EVENT = os.path.join(INSTANCE, "events", "fuse", "fuse_request_send")
 # A send line ends "... opcode 35 (FUSE_CREATE) len 64".
 _OPCODE = re.compile(rb"\(FUSE_(\w+)\)")
 
+_mounted_here = False  # tracefs was not mounted, and available() mounted it (close() unmounts)
 _connection = None   # the kernel's id of the watched mount's connection, or None
 _counter = None      # the step being counted
 _last = None         # the counts of the last step that ended
 
 
 def available():
-    """Whether the kernel has the tracepoint (tracefs is mounted here if it was not); else why."""
+    """None where the kernel has the tracepoint (tracefs is mounted for the run if it was not,
+    and an instance made); else why not."""
+    global _mounted_here
     if not os.path.isdir(os.path.join(TRACEFS, "events")):
-        os.makedirs(TRACEFS, exist_ok=True)
-        os.system(f"mount -t tracefs nodev {TRACEFS} 2>/dev/null")
+        _mounted_here = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS],
+                                       stderr=subprocess.DEVNULL).returncode == 0
     if not os.path.isdir(os.path.join(TRACEFS, "events", "fuse", "fuse_request_send")):
         return "this kernel has no fuse:fuse_request_send tracepoint (Linux 6.15 or later has)"
     try:
@@ -36,11 +40,6 @@ def available():
     except OSError as e:
         return f"cannot make a tracing instance: {e.strerror}"
     return None
-
-
-def has_tracepoint():
-    """Whether tracefs here shows the tracepoint (no side effect: nothing is mounted or made)."""
-    return os.path.isdir(os.path.join(TRACEFS, "events", "fuse", "fuse_request_send"))
 
 
 def connection_of(mnt):
@@ -140,8 +139,12 @@ def take_last():
 
 
 def close():
-    """Removes the tracing instance."""
+    """Removes the tracing instance, and unmounts tracefs if available() mounted it."""
+    global _mounted_here
     try:
         os.rmdir(INSTANCE)
     except OSError:
         pass
+    if _mounted_here:
+        subprocess.run(["umount", TRACEFS], stderr=subprocess.DEVNULL)
+        _mounted_here = False

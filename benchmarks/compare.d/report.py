@@ -4,7 +4,6 @@ import os
 import re
 import subprocess
 
-import kernel_requests
 from common import dpkg_version, human_size, log, median
 
 CSV_FIELDS = ["system", "workload", "metric", "unit", "run", "value", "requests"]
@@ -51,10 +50,12 @@ class Results:
 
 
 REQUESTS_HEADING = "Requests the kernel sent"
+NOT_COUNTED = "requests not counted"  # the note of a run that could not count them
 
 
 def requests_text(requests):
-    """'CREATE=100 LOOKUP=101 ...' (most first; '+' after the total where events were lost)."""
+    """'LOOKUP=101 CREATE=100 ...', most first, for the CSV (' (lost some)' where the trace
+    dropped events)."""
     if requests is None:
         return ""
     kinds = " ".join(f"{k}={n}" for k, n in requests.counts.most_common())
@@ -62,8 +63,8 @@ def requests_text(requests):
 
 
 def requests_section(results, keys, names):
-    """The table of the kernel's requests per step and system, and each step's kinds where the
-    systems differ most; empty where nothing was counted."""
+    """The table of the kernel's requests per step and system, then each system's most frequent
+    kinds for the steps of the tree and listing groups; empty where nothing was counted."""
     counted = [k for k in keys if any((n, k) in results.requests for n in names)]
     if not counted:
         return []
@@ -587,11 +588,12 @@ def check_table(path, systems):
                 if not FIGURE.match(value):
                     where = " / ".join(row[:2])
                     problems.append(f"{s}, row '{where}': no figure ({value or 'empty'})")
-    # (Its cells are checked with the rest: the table has a column per system.)
+    # Unless the run noted why it could not count them (its cells are checked with the rest:
+    # the table has a column per system).
     with open(path) as f:
-        if kernel_requests.has_tracepoint() and f"## {REQUESTS_HEADING}" not in f.read():
-            problems.append("no table of the requests the kernel sent, though it has the "
-                            "tracepoint")
+        text = f.read()
+    if f"## {REQUESTS_HEADING}" not in text and NOT_COUNTED not in text:
+        problems.append("no table of the requests the kernel sent, and no note saying why")
     for p in problems:
         log(f"check-table: {p}")
     if problems:

@@ -23,14 +23,16 @@ login_fuse_lock=/tmp/sigilfs-test-dev-fuse.lock
 grant_fuse() {
   [[ $(($(stat -c '0%a' /dev/fuse) & 6)) == 6 ]] && return 0
   command -v setfacl >/dev/null || fail "/dev/fuse is not open to users and there is no setfacl"
-  touch "$saved/login-fuse-acl"
+  echo "$1" >"$saved/login-fuse-acl"  # the uid: a killed run may have deleted the account
   (flock 8 && setfacl -m "u:$1:rw" /dev/fuse) 8>"$login_fuse_lock" || fail "granting /dev/fuse"
 }
 ungrant_fuse() {
   [[ -e $saved/login-fuse-acl ]] || return 0
+  local uid
+  uid=$(cat "$saved/login-fuse-acl")
   (
     flock 8
-    setfacl -x "u:$1" /dev/fuse 2>/dev/null || true
+    [[ -z $uid ]] || setfacl -x "u:$uid" /dev/fuse 2>/dev/null || true
     # The last named entry gone, the ACL goes too (setfacl -x leaves an empty mask behind).
     getfacl -cn /dev/fuse 2>/dev/null | grep -qE '^(user|group):[^:]' || setfacl -b /dev/fuse
   ) 8>"$login_fuse_lock"
@@ -50,8 +52,8 @@ put_back_login() {
     pkill -KILL -U "$uid" 2>/dev/null || true
     userdel -r -f "$login_user" >/dev/null 2>&1 || echo "warning: userdel $login_user failed" >&2
     rm -f "/run/sigilfs/$uid"
-    ungrant_fuse "$uid"
   fi
+  ungrant_fuse
   rm -rf "$login_vault" "$login_home"
   find "$login_vaults" -maxdepth 1 -name ".$login_user.*" -exec rm -rf {} + 2>/dev/null || true
   if [[ -e $saved/login-made-vaults ]]; then rmdir "$login_vaults" 2>/dev/null || true; fi
