@@ -9,7 +9,8 @@
 namespace sigilfs::core {
 
 OrderedWrite::Outcome OrderedWrite::Run(std::span<const PageToSeal> pages, uint64_t last_index,
-                                        uint64_t stored_end, std::vector<uint8_t>& buffer) {
+                                        uint64_t stored_end, std::vector<uint8_t>& buffer,
+                                        ByteSpan header) {
   // Where each sealed unit lies in `buffer`: the units of a run back to back.
   std::vector<size_t> offsets(pages.size() + 1, 0);
   for (size_t i = 0; i < pages.size(); ++i)
@@ -51,6 +52,20 @@ OrderedWrite::Outcome OrderedWrite::Run(std::span<const PageToSeal> pages, uint6
   // The file offset of any byte of a run's units is its buffer offset plus the run's delta.
   auto delta_of = [&](size_t p) {
     return g_.UnitOffset(pages[pieces[p].first].index) - offsets[pieces[p].first];
+  };
+
+  // The header goes with the first write, which starts right after it (the caller passes one
+  // only where the batch begins with the file's first page). Only the writer, one at a time,
+  // writes, so this needs no lock of its own.
+  bool header_pending = !header.empty();
+  auto write = [&](ByteSpan bytes, uint64_t offset) {
+    if (header_pending && offset == header.size()) {
+      header_pending = false;
+      const ByteSpan both[] = {header, bytes};
+      return backing_.WriteAt(both, 0).WithContext(label_);
+    }
+    const ByteSpan one[] = {bytes};
+    return backing_.WriteAt(one, offset).WithContext(label_);
   };
 
   // While the next piece of a run is still being sealed, the writer stops at the last whole
@@ -108,8 +123,7 @@ OrderedWrite::Outcome OrderedWrite::Run(std::span<const PageToSeal> pages, uint6
         }
       }
       lock.Unlock();
-      const ByteSpan bytes[] = {{cipher + begin, end - begin}};
-      Status written = backing_.WriteAt(bytes, delta + begin).WithContext(label_);
+      Status written = write({cipher + begin, end - begin}, delta + begin);
       lock.Lock();
       if (!written.ok()) q.failed = true;
       for (size_t w = from; w < to; ++w) results[w] = written;
@@ -119,13 +133,14 @@ OrderedWrite::Outcome OrderedWrite::Run(std::span<const PageToSeal> pages, uint6
 
   Outcome out;
   out.bytes = offsets.back();
+  out.header_written = !header.empty() && !header_pending;
   MutexLock lock(q.mu);  // every piece is done: uncontended
   // A piece whose seal failed stopped the writer before the bytes carried over from the one
   // before it: write them, so every piece reported written is whole.
   if (q.carry_end > q.carry_begin) {
     const size_t p = q.next_write - 1;
-    const ByteSpan bytes[] = {{cipher + q.carry_begin, q.carry_end - q.carry_begin}};
-    Status written = backing_.WriteAt(bytes, delta_of(p) + q.carry_begin).WithContext(label_);
+    Status written =
+        write({cipher + q.carry_begin, q.carry_end - q.carry_begin}, delta_of(p) + q.carry_begin);
     if (!written.ok()) results[p] = std::move(written);
   }
   if (q.next_write > 0) out.last_begun = pages[pieces[q.next_write - 1].second - 1].index;

@@ -46,13 +46,17 @@ class OrderedWrite {
     Status status;  // the first failure, or Ok
     // The index of the last page whose write was begun (none if no write began).
     std::optional<uint64_t> last_begun;
-    uint64_t bytes = 0;  // sealed bytes of the batch
+    uint64_t bytes = 0;           // sealed bytes of the batch
+    bool header_written = false;  // the header given was written (with the first units)
   };
   // Writes `pages` (sorted by index, any number of contiguous runs) of a file whose last page is
   // `last_index` (sealed as the last one) and whose cipher file held `stored_end` bytes before;
   // the sealed units are built in `buffer`, grown as needed and kept for the next batch.
+  // `header`, if given (a new file's, when the batch begins with its first page), is written
+  // at offset 0 in the same call as the first units, which follow it: a new file costs one
+  // write, not two, and never has units without its header.
   Outcome Run(std::span<const PageToSeal> pages, uint64_t last_index, uint64_t stored_end,
-              std::vector<uint8_t>& buffer);
+              std::vector<uint8_t>& buffer, ByteSpan header = {});
 
  private:
   const PageGeometry& g_;

@@ -3,6 +3,7 @@
 // protocol is OrderedWrite's (ordered_write.h). Its crash-ordering rule: units reach the cipher
 // file in file order, none after a failure, so a crash leaves a prefix of a batch.
 #include <algorithm>
+#include <array>
 #include <exception>
 
 #include "file_contents_internal.h"
@@ -159,8 +160,19 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
     std::sort(batch.items.begin(), batch.items.end(),
               [](const auto& a, const auto& b) { return a.seal.index < b.seal.index; });
   }
-  // The header goes first, so a file is never units without a header.
-  if (batch.write_header) SIGILFS_RETURN_IF_ERROR(WriteNewHeader(*batch.key));
+  // The header goes first, so a file is never units without a header: in the same write as
+  // the first units where the batch begins with the first page (a new file's usual first
+  // write-back), alone before them otherwise.
+  std::array<uint8_t, kFileHeaderSize> header;
+  ByteSpan header_with_units;
+  if (batch.write_header) {
+    if (!batch.items.empty() && batch.items.front().seal.index == 0) {
+      EncodeFileHeader(FileHeader{kFileFormatVersion, 0, batch.key->nonce}, header);
+      header_with_units = header;
+    } else {
+      SIGILFS_RETURN_IF_ERROR(WriteNewHeader(*batch.key));
+    }
+  }
 
   const PageGeometry& g = layer_.geometry_;
   std::vector<PageToSeal> pages;
@@ -169,7 +181,14 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   OrderedWrite writer(g, batch.key->codec, *backing_, *layer_.pool_, label_);
   const OrderedWrite::Outcome outcome =
       writer.Run(pages, PageGeometry::PageCount(batch.new_size) - 1,
-                 g.CipherSize(batch.old_disk_size), wb_cipher_);
+                 g.CipherSize(batch.old_disk_size), wb_cipher_, header_with_units);
+  if (outcome.header_written) {
+    Count(PageCounter::kBackingBytesWritten, header.size());
+  } else if (outcome.status.ok() && !header_with_units.empty()) {
+    // Every unit written, none at the header's end (the first unit always is): never a file
+    // without its header.
+    SIGILFS_RETURN_IF_ERROR(WriteNewHeader(*batch.key));
+  }
   Count(PageCounter::kPagesEncrypted, pages.size());
   if (!outcome.status.ok()) {
     UndoFailedWrite(batch, direct, outcome.last_begun);
