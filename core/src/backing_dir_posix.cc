@@ -91,6 +91,7 @@ class PosixBackingDir final : public BackingDir {
   PosixBackingDir(int fd, bool owned, bool listing = false)
       : fd_(fd), owned_(owned), listing_(listing) {}
   ~PosixBackingDir() override {
+    if (stream_ != nullptr) ::closedir(stream_);
     if (owned_) ::close(fd_);
   }
   PosixBackingDir(const PosixBackingDir&) = delete;
@@ -238,8 +239,20 @@ class PosixBackingDir final : public BackingDir {
   // stream (one reader at a time), "." and ".." included.
   Status List(uint64_t from, const std::function<bool(const BackingEntry&)>& emit) override {
     if (listing_) {
+      // The stream is opened once and kept: each READDIR of a listing would otherwise pay for a
+      // duplicate descriptor, its checks and its close.
       MutexLock lock(list_mu_);
-      return ListStream(::dup(fd_), from, true, emit);
+      if (stream_ == nullptr) {
+        const int fd = ::dup(fd_);
+        if (fd < 0) return Status::FromErrno(errno, "dup");
+        stream_ = ::fdopendir(fd);
+        if (stream_ == nullptr) {
+          const int e = errno;
+          ::close(fd);
+          return Status::FromErrno(e, "opendir");
+        }
+      }
+      return ReadStream(stream_, from, true, emit);
     }
     // A listing by the vault's own tools is not the user's read: the access time stays where
     // the store allows it (O_NOATIME needs the owner or CAP_FOWNER).
@@ -251,7 +264,15 @@ class PosixBackingDir final : public BackingDir {
       ::close(fd);
       return Status::FromErrno(ENOENT, "readdir of a removed directory");
     }
-    return ListStream(fd, from, false, emit);
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      const int e = errno;
+      ::close(fd);
+      return Status::FromErrno(e, "opendir");
+    }
+    Status result = ReadStream(dir, from, false, emit);
+    ::closedir(dir);
+    return result;
   }
 
   Result<ObjectHandle> Handle(std::string_view name) override {
@@ -296,16 +317,9 @@ class PosixBackingDir final : public BackingDir {
   }
 
  private:
-  // Lists the stream of `fd` (taken; a duplicate shares its position) from cursor `from`.
-  static Status ListStream(int fd, uint64_t from, bool dots,
+  // Lists `dir` from cursor `from` (a d_off it gave, or 0 for the start).
+  static Status ReadStream(DIR* dir, uint64_t from, bool dots,
                            const std::function<bool(const BackingEntry&)>& emit) {
-    if (fd < 0) return Status::FromErrno(errno, "dup");
-    DIR* dir = ::fdopendir(fd);
-    if (dir == nullptr) {
-      const int e = errno;
-      ::close(fd);
-      return Status::FromErrno(e, "opendir");
-    }
     if (from != 0)
       ::seekdir(dir, static_cast<long>(from));
     else
@@ -324,7 +338,6 @@ class PosixBackingDir final : public BackingDir {
       if (!emit(BackingEntry{std::string(n), e->d_ino, type, static_cast<uint64_t>(e->d_off)}))
         break;
     }
-    ::closedir(dir);
     return result;
   }
 
@@ -457,6 +470,7 @@ class PosixBackingDir final : public BackingDir {
   const bool owned_;
   const bool listing_;
   Mutex list_mu_;  // a listing handle's stream: one reader at a time
+  DIR* stream_ SIGILFS_GUARDED_BY(list_mu_) = nullptr;  // a listing's, once it was read
 };
 
 }  // namespace
