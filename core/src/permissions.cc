@@ -60,13 +60,14 @@ Status FinishNew(Tree& tree, BackingDir& object, const NewModes& modes, const st
 }
 
 Status SetAcl(Tree& tree, BackingDir& object, const struct stat& st, std::string_view name,
-              const acl::Acl& value, int flags, bool acls, const InGroup& in_group) {
+              const acl::Acl& value, int flags, bool acls, const InGroup& in_group,
+              bool known_absent) {
   const mode_t current = st.st_mode & 07777;
   const std::vector<uint8_t> bytes = acl::Serialize(value);
   if (name == acl::kDefaultName) {
     // Only directories have one (the kernel refuses the others before asking, as ext4 does).
     if (!S_ISDIR(st.st_mode)) return Status::FromErrno(EACCES, "default ACL on a non-directory");
-    return tree.StoreAcl(object, name, &bytes, flags, current);
+    return tree.StoreAcl(object, name, &bytes, flags, current, {.st = &st});
   }
   // FUSE leaves posix_acl_update_mode to the server: the mode follows the ACL, an ACL the mode
   // says in full is not stored, and set-group-ID goes unless the caller is in the file's group.
@@ -84,13 +85,14 @@ Status SetAcl(Tree& tree, BackingDir& object, const struct stat& st, std::string
     if (!equivalent) return Status::FromErrno(EOPNOTSUPP, "ACL on a special file");
     return mode != current ? object.SetMode("", mode) : Status::Ok();
   }
-  return tree.StoreAcl(object, name, equivalent ? nullptr : &bytes, flags, mode);
+  return tree.StoreAcl(object, name, equivalent ? nullptr : &bytes, flags, mode,
+                       {.st = &st, .absent = known_absent});
 }
 
 Status RemoveAcl(Tree& tree, BackingDir& object, const struct stat& st, std::string_view name) {
   // As on ext4, removing an ACL that is not there is no error (and changes no mode).
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return Status::Ok();  // never stored
-  return tree.StoreAcl(object, name, nullptr, 0, st.st_mode & 07777);
+  return tree.StoreAcl(object, name, nullptr, 0, st.st_mode & 07777, {.st = &st});
 }
 
 Status Chmod(Tree& tree, BackingDir& object, mode_t type, mode_t mode, bool acls,

@@ -731,16 +731,23 @@ Result<std::vector<std::string>> Tree::ListXattrs(
 }
 
 Status Tree::StoreAcl(BackingDir& object, std::string_view attr, const std::vector<uint8_t>* value,
-                      int flags, mode_t mode) {
+                      int flags, mode_t mode, AclKnown known) {
   if (attr != kAccessAcl && attr != kDefaultAcl) return Errno(EINVAL, "not a POSIX ACL attribute");
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, object.Stat(""));
+  struct stat st;
+  if (known.st != nullptr) {
+    st = *known.st;
+  } else {
+    SIGILFS_ASSIGN_OR_RETURN(st, object.Stat(""));
+  }
   const mode_t current = st.st_mode & 07777;
   // The write bit lent, as ext4 lets an owner set an ACL on a file it cannot write.
-  const bool lend = ::geteuid() != 0 && (current & S_IWUSR) == 0;
+  const bool lend = (current & S_IWUSR) == 0 && ::geteuid() != 0;
   if (lend) SIGILFS_RETURN_IF_ERROR(object.SetMode("", current | S_IWUSR));
   Status s = Status::Ok();
   if (value != nullptr) {
     s = WriteXattr(object, "", attr, *value, flags);
+  } else if (known.absent) {
+    // Nothing stored to remove.
   } else if (Status removed = DeleteXattr(object, "", attr);
              !removed.ok() && removed.sys_errno() != ENODATA) {
     s = removed;

@@ -47,7 +47,7 @@ class MountEnospcTest : public ::testing::Test {
         {SIGILFS_BINARY, "init", cipher_, "--kdf", "test", "--passfile", passfile_});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     vault_ = std::make_unique<test::MountedVault>(cipher_, plain_, passfile_);
-    idle_fds_ = vault_->DaemonDescriptors();
+    idle_fds_ = vault_->DaemonOpenFiles();
   }
   void TearDown() override {
     vault_.reset();  // unmount before the tmpfs goes
@@ -152,7 +152,7 @@ class MountEnospcTest : public ::testing::Test {
   std::unique_ptr<test::SmallFilesystem> small_;
   std::unique_ptr<test::MountedVault> vault_;
   std::string cipher_, plain_, passfile_;
-  size_t idle_fds_ = 0;  // the daemon's descriptors with nothing open
+  size_t idle_fds_ = 0;  // the daemon's open files (DaemonOpenFiles) with nothing open
 };
 
 TEST_F(MountEnospcTest, AFullDiskFailsTheWriterAndKeepsEarlierData) {
@@ -204,7 +204,7 @@ TEST_F(MountEnospcTest, AFullDiskFailsTheWriterAndKeepsEarlierData) {
   // let go of the filled files: the kernel sends their RELEASE in the background, and a removed
   // file still open keeps its space; on a busy machine that took more than a moment.)
   const auto released_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (vault_->DaemonDescriptors() > idle_fds_ && std::chrono::steady_clock::now() < released_by)
+  while (vault_->DaemonOpenFiles() > idle_fds_ && std::chrono::steady_clock::now() < released_by)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(test::Ok(::unlink(path("big").c_str())));
   ASSERT_TRUE(test::Ok(::unlink(path("rest").c_str())));

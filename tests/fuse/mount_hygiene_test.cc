@@ -423,5 +423,43 @@ TEST_F(MountHygieneTest, SwappedCipherFilesTradePlacesWhole) {
   EXPECT_TRUE(HasContent(P("two"), one));
 }
 
+// Another actor removes a directory from the cipher tree while the mount works in it (the
+// daemon keeps the handles of directories in use open): new entries there fail, none lands
+// anywhere else in the vault, and the rest of the vault is as it was.
+TEST_F(MountHygieneTest, ADirectoryRemovedFromTheCipherTreeWhileInUseTakesNoNewEntries) {
+  SIGILFS_NEEDS_FUSE();
+  ASSERT_TRUE(Ok(::mkdir(P("d").c_str(), 0755)));
+  ASSERT_TRUE(Ok(::mkdir(P("keep").c_str(), 0755)));
+  ASSERT_TRUE(WriteFile(P("d/x"), std::string(1000, 'x')));
+  ASSERT_TRUE(WriteFile(P("keep/y"), "y"));
+  // d's cipher directory: the one whose file is the larger.
+  fs::path removed;
+  uintmax_t largest = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(vault_->cipher())) {
+    if (!e.is_directory()) continue;
+    const std::vector<fs::path> files = EncryptedFilesIn(e.path());
+    if (files.size() == 1 && fs::file_size(files[0]) > largest) {
+      largest = fs::file_size(files[0]);
+      removed = e.path();
+    }
+  }
+  ASSERT_FALSE(removed.empty());
+  fs::remove_all(removed);
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::recursive_directory_iterator(vault_->cipher()))
+    ++entries;
+
+  const int fd = ::open(P("d/new").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  const int e = errno;
+  if (fd >= 0) ::close(fd);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(e, ENOENT) << test::ErrnoName(e);
+  EXPECT_EQ(::mkdir(P("d/sub").c_str(), 0755), -1);
+  size_t after = 0;
+  for ([[maybe_unused]] const auto& f : fs::recursive_directory_iterator(vault_->cipher())) ++after;
+  EXPECT_EQ(after, entries) << "nothing was made elsewhere";
+  EXPECT_TRUE(HasContent(P("keep/y"), "y"));
+}
+
 }  // namespace
 }  // namespace sigilfs

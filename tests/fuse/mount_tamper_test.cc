@@ -123,7 +123,7 @@ class MountTamperTest : public ::testing::Test {
                           "--passfile", vault_->passfile()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     vault_->Mount();
-    idle_fds_ = vault_->DaemonDescriptors();
+    idle_fds_ = vault_->DaemonOpenFiles();
     pristine_ = CipherSnapshot(vault_->cipher());
     ASSERT_EQ(Check(), Outcome::kSame) << "the untouched vault must read back whole";
   }
@@ -322,7 +322,7 @@ class MountTamperTest : public ::testing::Test {
   std::unique_ptr<test::MountedVault> vault_;
   Tree expected_;
   std::map<std::string, std::string> pristine_;
-  size_t idle_fds_ = 0;  // the daemon's descriptors with nothing open
+  size_t idle_fds_ = 0;  // the daemon's open files (DaemonOpenFiles) with nothing open
   size_t tried_ = 0, detected_ = 0, different_ = 0;
 };
 

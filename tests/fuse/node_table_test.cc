@@ -8,18 +8,13 @@
 #include "sigilfs/core/vault.h"
 #include "sigilfs/core/volume.h"
 #include "sigilfs/crypt/kdf.h"
+#include "test_support/process.h"
 #include "test_support/temp_dir.h"
 
 namespace sigilfs::fuse {
 namespace {
 
 namespace fs = std::filesystem;
-
-size_t OpenDescriptors() {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
-  return n;
-}
 
 class NodeTableTest : public ::testing::Test {
  protected:
@@ -47,20 +42,20 @@ class NodeTableTest : public ::testing::Test {
 // sent before the thread lets go. A directory removed meanwhile must go with that holder, and
 // with it the descriptor that kept it reachable while the kernel held it.
 TEST_F(NodeTableTest, ARemovedDirectoryForgottenWhileARequestHoldsItGoesWithTheRequest) {
-  const size_t fds = OpenDescriptors();
+  const size_t fds = test::OwnDescriptors();
   const uint64_t nodes = fs_->node_stats().nodes;
   auto made = fs_->DoMkdir(*fs_->root(), "d", 0755, Caller{});
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   std::shared_ptr<Inode> request = std::move(made->inode);  // a request still finishing
 
   ASSERT_TRUE(fs_->DoRmdir(*fs_->root(), "d").ok());
-  EXPECT_EQ(OpenDescriptors(), fds + 1)
+  EXPECT_EQ(test::OwnDescriptors(), fds + 1)
       << "the removed directory is kept while the kernel holds it";
   fs_->Forget(fs_->NodeId(*request), 1);
   EXPECT_EQ(fs_->node_stats().nodes, nodes) << "forgotten and removed, it left the table";
 
   request.reset();
-  EXPECT_EQ(OpenDescriptors(), fds) << "its descriptor went with the last holder";
+  EXPECT_EQ(test::OwnDescriptors(), fds) << "its descriptor went with the last holder";
 }
 
 // A directory the kernel forgot while a node still names it as its parent stays known (renames

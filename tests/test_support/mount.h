@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,21 +89,24 @@ class MountedVault {
   // The daemon's pid (it runs in the foreground, so it is the process started here), or -1.
   pid_t pid() const { return pid_; }
 
-  // Descriptors the daemon has open: one per open cipher file and directory handle.
-  size_t DaemonDescriptors() const {
+  // Descriptors the daemon has open on regular files: open cipher files and the vault lock
+  // (not the directory handles it keeps for requests).
+  size_t DaemonOpenFiles() const {
     size_t n = 0;
     std::error_code ec;
     for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd", ec);
-         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
-      ++n;
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      struct stat st;
+      if (::stat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) ++n;
+    }
     return n;
   }
 
-  // The kernel sends RELEASE for a closed file in the background: waits (at most 2 s) until
-  // the daemon is down to `count` descriptors, so it has let go of what was closed.
+  // Waits (a moment at most) until the daemon holds no more than `count` open files
+  // (DaemonOpenFiles): the kernel sends RELEASE after close() has returned.
   void WaitForReleases(size_t count) const {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (DaemonDescriptors() > count && std::chrono::steady_clock::now() < deadline)
+    while (DaemonOpenFiles() > count && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 

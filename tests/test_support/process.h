@@ -23,6 +23,13 @@ struct ProcessResult {
   std::string err;
 };
 
+// Descriptors this process has open.
+inline size_t OwnDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
 inline std::string ReadAll(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream s;

@@ -153,7 +153,7 @@ std::string CanonicalPath(const std::string& dir) {
 
 int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   const auto started = std::chrono::steady_clock::now();
-  RaiseFileLimit();
+  const rlim_t descriptors = RaiseFileLimit();
   Session session;
   session.mountpoint = o.mountpoint;
   // The mount's source is the cipher directory's absolute path, as `findmnt -S`, `mount | grep`
@@ -170,6 +170,10 @@ int RunDaemon(std::unique_ptr<core::Volume> volume, const DaemonOptions& o) {
   fs_options.shared = o.shared;
   fs_options.set_owner = ::geteuid() == 0;
   fs_options.handle_cache = o.handle_cache;
+  // A descriptor per directory kept open: an eighth of what the process may open, so that open
+  // files (two descriptors each) and listings have the rest.
+  fs_options.open_dirs =
+      descriptors == RLIM_INFINITY ? 8192 : std::clamp<size_t>(descriptors / 8, 16, 8192);
   fs_options.max_readahead = o.readahead_kib * 1024;
   // ACLs are extended attributes to the kernel, stored as `user.*` ones: offered only where the
   // backing filesystem keeps those, or every permission check of the kernel would fail.

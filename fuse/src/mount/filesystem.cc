@@ -66,6 +66,8 @@ Filesystem::Filesystem(std::unique_ptr<core::Volume> volume, MountOptions option
   if (DebugOps()) table.debug_log = [](const std::string& line) { Log("%s", line.c_str()); };
   nodes_ = std::make_unique<core::NodeTable>(root_st, std::move(table));
   root_ = AsInode(nodes_->root());
+  if (options_.open_dirs > 0 && !options_.shared && keeps_inode_numbers_)
+    open_dirs_ = std::make_unique<core::OpenDirCache>(options_.open_dirs);
   // The namespace's storage rules (attributes, ACLs) are the library's. The root IV is not
   // checked here: a mount starts on a damaged root, and each lookup reports the damage.
   core::TreeOptions tree_options;
@@ -91,18 +93,18 @@ Result<DirIv> Filesystem::DirIvOf(core::Node& dir, core::BackingDir& backing) {
 
 Result<std::unique_ptr<core::Tree::Dir>> Filesystem::TreeDirOf(core::Node& dir,
                                                                struct stat* st_out) {
-  struct stat st;
-  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(dir, &st));
-  if (!S_ISDIR(st.st_mode)) return Errno(ENOTDIR, "lookup");
+  if (dir.type != S_IFDIR) return Errno(ENOTDIR, "lookup");
+  SIGILFS_ASSIGN_OR_RETURN(Object object, OpenInode(dir, st_out));
   SIGILFS_ASSIGN_OR_RETURN(DirIv iv, DirIvOf(dir, *object));
-  if (st_out != nullptr) *st_out = st;
   // Named in errors by its inode number: no plaintext name reaches the daemon's log.
-  return tree_->DirOf(std::move(object), iv, "inode " + std::to_string(st.st_ino));
+  const uint64_t ino = st_out != nullptr ? st_out->st_ino : dir.key_ino;
+  return tree_->DirOf(std::move(object), iv, "inode " + std::to_string(ino));
 }
 
-Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& name) {
+Result<Filesystem::Place> Filesystem::Resolve(Inode& dir, const std::string& name,
+                                              bool with_dir_stat) {
   Place at;
-  SIGILFS_ASSIGN_OR_RETURN(at.dir, TreeDirOf(dir, &at.dir_st));
+  SIGILFS_ASSIGN_OR_RETURN(at.dir, TreeDirOf(dir, with_dir_stat ? &at.dir_st : nullptr));
   SIGILFS_ASSIGN_OR_RETURN(at.name, tree_->Resolve(*at.dir, name));
   return at;
 }
@@ -222,13 +224,18 @@ Status Filesystem::Chown(core::BackingDir& object, const Place& at, const Caller
 }
 
 core::Tree::Finish Filesystem::FinishFor(const Place& at, const NewModes& modes,
-                                         const Caller& caller) {
-  return [this, &at, &modes, &caller](core::BackingDir& object) {
+                                         const Caller& caller, std::optional<struct stat>* made) {
+  return [this, &at, &modes, &caller, made](core::BackingDir& object) {
     // One stat of the new entry serves both, unless the owner changes.
     SIGILFS_ASSIGN_OR_RETURN(struct stat now, object.Stat(""));
     std::optional<struct stat> st = now;
     SIGILFS_RETURN_IF_ERROR(Chown(object, at, caller, &st));
-    return permissions::FinishNew(*tree_, object, modes, st ? &*st : nullptr);
+    SIGILFS_RETURN_IF_ERROR(permissions::FinishNew(*tree_, object, modes, st ? &*st : nullptr));
+    // Nothing changed it since: the maker need not ask again.
+    if (made != nullptr && st && modes.access_acl.empty() && modes.default_acl.empty() &&
+        (st->st_mode & 07777) == modes.mode)
+      *made = st;
+    return Status::Ok();
   };
 }
 
@@ -236,19 +243,25 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
                                    const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "create");
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name, options_.set_owner));
   const uint64_t since = absent_acls_.Now();
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
                            ModesForNew(parent, at.dir->backing(), S_IFREG, mode, caller, since));
+  std::optional<struct stat> made_st;  // the new file's attributes, if its making gave them
   SIGILFS_ASSIGN_OR_RETURN(core::Tree::NewFile made,
                            tree_->MakeFile(*at.dir, at.name, modes.initial(), (flags & O_EXCL) != 0,
-                                           NoAtime(false), FinishFor(at, modes, caller)));
+                                           NoAtime(false), FinishFor(at, modes, caller, &made_st)));
   const std::string& stored = at.stored();
   if (DebugOps())
-    Log("op create dir=%llu %s created=%d", (unsigned long long)at.dir_st.st_ino, stored.c_str(),
+    Log("op create dir=%llu %s created=%d", (unsigned long long)parent.key_ino, stored.c_str(),
         made.created ? 1 : 0);
   const bool created = made.created;
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, made.object->Stat(""));
+  struct stat st;
+  if (made.created && made_st) {
+    st = *made_st;
+  } else {
+    SIGILFS_ASSIGN_OR_RETURN(st, made.object->Stat(""));
+  }
   SIGILFS_ASSIGN_OR_RETURN(std::shared_ptr<Inode> inode,
                            Intern(st, parent.shared_from_this(), stored, *made.object, ""));
   if (created) MadeWithoutAcls(*inode, modes, since);
@@ -490,8 +503,11 @@ Status Filesystem::SetAcl(Inode& inode, const std::string& name, ByteSpan value,
   } else {
     SIGILFS_ASSIGN_OR_RETURN(object, OpenInode(inode, &st));
   }
-  Status s =
-      permissions::SetAcl(*tree_, *object, st, name, *parsed, flags, acls(), InGroupOf(caller));
+  // `cp -a` and `rsync -A` set an access ACL the mode says on every file they copy: on a file
+  // known to have none stored, that is only a chmod.
+  const bool absent = KnowsAbsentAcls() && core::KnownAbsentAcls::Known(inode, AclBit(name));
+  Status s = permissions::SetAcl(*tree_, *object, st, name, *parsed, flags, acls(),
+                                 InGroupOf(caller), absent);
   if (KnowsAbsentAcls()) {
     // An access ACL the mode says in full is not stored (permissions::SetAcl).
     mode_t perms = 0;
@@ -580,6 +596,8 @@ Status Filesystem::DoRemovexattr(Inode& inode, const std::string& name) {
   SIGILFS_RETURN_IF_ERROR(CheckXattrName(name, acls()));
   if (S_ISLNK(inode.type)) return Status::FromErrno(ENODATA, "removexattr");
   if (acl::IsAclName(name)) {
+    // Known not to be there (`cp -a` removes every directory's default ACL): nothing changes.
+    if (KnowsAbsentAcls() && core::KnownAbsentAcls::Known(inode, AclBit(name))) return Status::Ok();
     ReaderLock tree(tree_mu_);
     struct stat st;
     SIGILFS_ASSIGN_OR_RETURN(auto object, OpenInode(inode, &st));
@@ -718,7 +736,7 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
                                   const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "mknod");
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name, options_.set_owner));
   const uint64_t since = absent_acls_.Now();
   SIGILFS_ASSIGN_OR_RETURN(
       NewModes modes, ModesForNew(parent, at.dir->backing(), mode & S_IFMT, mode, caller, since));
@@ -726,7 +744,7 @@ Result<Entry> Filesystem::DoMknod(Inode& parent, const std::string& name, mode_t
   SIGILFS_RETURN_IF_ERROR(tree_->MakeNode(*at.dir, at.name, (mode & S_IFMT) | modes.initial(), rdev,
                                           FinishFor(at, modes, caller)));
   if (DebugOps())
-    Log("op mknod dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
+    Log("op mknod dir=%llu %s", (unsigned long long)parent.key_ino, at.stored().c_str());
   auto made = EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
   if (made.ok()) MadeWithoutAcls(*made->inode, modes, since);
   return made;
@@ -736,7 +754,7 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
                                   const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "mkdir");
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name, /*with_dir_stat=*/true));
   const uint64_t since = absent_acls_.Now();
   SIGILFS_ASSIGN_OR_RETURN(NewModes modes,
                            ModesForNew(parent, at.dir->backing(), S_IFDIR, mode, caller, since));
@@ -745,7 +763,7 @@ Result<Entry> Filesystem::DoMkdir(Inode& parent, const std::string& name, mode_t
   SIGILFS_RETURN_IF_ERROR(
       tree_->MakeDir(*at.dir, at.name, modes.initial(), FinishFor(at, modes, caller)));
   if (DebugOps())
-    Log("op mkdir dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
+    Log("op mkdir dir=%llu %s", (unsigned long long)parent.key_ino, at.stored().c_str());
   auto made = EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
   if (made.ok()) MadeWithoutAcls(*made->inode, modes, since);
   return made;
@@ -755,12 +773,12 @@ Result<Entry> Filesystem::DoSymlink(Inode& parent, const std::string& name,
                                     const std::string& target, const Caller& caller) {
   if (options_.read_only) return Status::FromErrno(EROFS, "symlink");
   ReaderLock tree(tree_mu_);
-  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name));
+  SIGILFS_ASSIGN_OR_RETURN(Place at, Resolve(parent, name, options_.set_owner));
   SIGILFS_RETURN_IF_ERROR(
       tree_->MakeSymlink(*at.dir, at.name, target,
                          [&](core::BackingDir& object) { return Chown(object, at, caller); }));
   if (DebugOps())
-    Log("op symlink dir=%llu %s", (unsigned long long)at.dir_st.st_ino, at.stored().c_str());
+    Log("op symlink dir=%llu %s", (unsigned long long)parent.key_ino, at.stored().c_str());
   return EntryAt(parent.shared_from_this(), at.dir->backing(), at.stored());
 }
 
@@ -791,7 +809,7 @@ Status Filesystem::DoUnlink(Inode& parent, const std::string& name) {
   SIGILFS_RETURN_IF_ERROR(tree_->Unlink(*at.dir, at.name, &removed));
   nodes_->DropName(parent, at.stored());
   if (DebugOps())
-    Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)at.dir_st.st_ino,
+    Log("op unlink dir=%llu %s ino=%llu node=%p", (unsigned long long)parent.key_ino,
         at.stored().c_str(), (unsigned long long)removed.st.st_ino,
         static_cast<void*>(inode.get()));
   if (inode) {
@@ -814,6 +832,8 @@ Status Filesystem::DoRmdir(Inode& parent, const std::string& name) {
   {
     WriterLock no_closes(removal_mu_);
     SIGILFS_RETURN_IF_ERROR(tree_->RemoveDir(*at.dir, at.name, &removed));
+    // Its kept handle now names a removed directory: closed here, beside no other removal.
+    if (inode && open_dirs_) (void)open_dirs_->Close(*inode);
   }
   nodes_->DropName(parent, at.stored());
   if (inode) {
@@ -844,6 +864,7 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
     // (DoRmdir): not beside the close of a removed object.
     WriterLock no_closes(removal_mu_);
     SIGILFS_RETURN_IF_ERROR(tree_->Rename(*from.dir, from.name, *to.dir, to.name, how, &renamed));
+    if (replaced && open_dirs_) (void)open_dirs_->Close(*replaced);  // as in DoRmdir
   }
   if (!renamed.changed) return Status::Ok();  // two names of one file
   const std::string& old_stored = from.stored();
@@ -851,8 +872,8 @@ Status Filesystem::DoRename(Inode& parent, const std::string& name, Inode& new_p
   const bool target_existed = renamed.replaced.st.st_ino != 0;
   if (DebugOps())
     Log("op rename dir=%llu %s ino=%llu -> dir=%llu %s replaced=%d",
-        (unsigned long long)from.dir_st.st_ino, old_stored.c_str(),
-        (unsigned long long)renamed.moved.st_ino, (unsigned long long)to.dir_st.st_ino,
+        (unsigned long long)parent.key_ino, old_stored.c_str(),
+        (unsigned long long)renamed.moved.st_ino, (unsigned long long)new_parent.key_ino,
         new_stored.c_str(), target_existed ? 1 : 0);
   // Renames one of an inode's names (or adds it, if the inode was not known by the old one).
   auto move_to = [](const std::shared_ptr<core::Node>& inode, core::Node& from_dir,

@@ -20,6 +20,7 @@
 
 #include "sigilfs/core/absent_acls.h"
 #include "sigilfs/core/node_table.h"
+#include "sigilfs/core/open_dir_cache.h"
 #include "sigilfs/core/permissions.h"
 #include "sigilfs/core/tree.h"
 #include "sigilfs/core/verity.h"
@@ -96,6 +97,10 @@ struct MountOptions {
   // Other mounts change the vault too (`mount --shared`): the kernel's cached pages of a file
   // are dropped at each open (close-to-open).
   bool shared = false;
+  // Directory handles kept open for the requests in them (core::OpenDirCache), a descriptor
+  // each; 0: every request reaches its directory by path. Used only where the mount is its
+  // store's one writer and the store keeps inode numbers (a shared or sshfs store walks paths).
+  size_t open_dirs = 0;
 };
 
 // The node table in numbers (the daemon's stats file).
@@ -106,6 +111,7 @@ struct NodeStats {
   uint64_t getattrs = 0;        // GETATTR requests (the kernel's attribute cache missed)
   uint64_t getxattrs = 0;       // GETXATTR requests
   uint64_t lookups = 0;         // LOOKUP requests of a name (the kernel's entry cache missed)
+  uint64_t open_dirs = 0;       // directory handles kept open for requests (OpenDirCache)
 };
 
 // Thread-safety: safe for concurrent access without external synchronization.
@@ -253,14 +259,17 @@ class Filesystem {
   // name as stored in the cipher directory.
   struct Place {
     std::unique_ptr<core::Tree::Dir> dir;  // its handle and IV
-    struct stat dir_st {};
-    core::EntryName name;  // resolved: plaintext and stored form
+    struct stat dir_st {};                 // the directory's attributes, where asked for (Resolve)
+    core::EntryName name;                  // resolved: plaintext and stored form
     const std::string& stored() const { return name.stored(); }
   };
   // A node's directory as the library's: its handle and IV (`st`, if given, its attributes).
   Result<std::unique_ptr<core::Tree::Dir>> TreeDirOf(core::Node& dir, struct stat* st = nullptr)
       SIGILFS_REQUIRES_SHARED(tree_mu_);
-  Result<Place> Resolve(Inode& dir, const std::string& name) SIGILFS_REQUIRES_SHARED(tree_mu_);
+  // `name` in directory `dir`; Place::dir_st is filled only `with_dir_stat` (a new entry's
+  // owner and set-group-ID bit follow the directory's), as it may cost a store call.
+  Result<Place> Resolve(Inode& dir, const std::string& name, bool with_dir_stat = false)
+      SIGILFS_REQUIRES_SHARED(tree_mu_);
 
   std::string PathLocked(const core::Node& inode) const SIGILFS_REQUIRES_SHARED(tree_mu_) {
     return nodes_->PathOf(inode);
@@ -269,7 +278,8 @@ class Filesystem {
   // keep the cipher object's access time (O_NOATIME, where the daemon may use it).
   bool NoAtime(bool directory);
   // A handle on the node's backing object; `st`, if given, gets its attributes. A node whose
-  // names are all gone is reached through its removed handle, if it has one.
+  // names are all gone is reached through its removed handle, if it has one; a directory's
+  // handle is kept for the next request where open_dirs_ is on.
   Result<Object> OpenInode(const core::Node& inode, struct stat* st = nullptr) const
       SIGILFS_REQUIRES_SHARED(tree_mu_);
   // What a removal asks before an entry (`st`) goes: the entry's node, if known (`*node`), and
@@ -326,8 +336,10 @@ class Filesystem {
   // ACL if it inherited none.
   void MadeWithoutAcls(core::Node& made, const NewModes& modes, uint64_t since);
   // A new entry's last touches (core::Tree::Finish): its owner (Chown), then its ACLs and
-  // mode (core::permissions::FinishNew).
-  core::Tree::Finish FinishFor(const Place& at, const NewModes& modes, const Caller& caller);
+  // mode (core::permissions::FinishNew). `made`, if given, gets the entry's attributes where
+  // they are known as they now are (nothing changed them after they were read).
+  core::Tree::Finish FinishFor(const Place& at, const NewModes& modes, const Caller& caller,
+                               std::optional<struct stat>* made = nullptr);
   // An ACL set (core::permissions::SetAcl) on the object itself: its open handle, or its own.
   Status SetAcl(Inode& inode, const std::string& name, ByteSpan value, int flags,
                 const Caller& caller);
@@ -353,6 +365,11 @@ class Filesystem {
   // Every node the kernel knows (or that a known node names as its parent, or remembered).
   std::unique_ptr<core::NodeTable> nodes_;
   std::shared_ptr<Inode> root_;
+
+  // The handles of the directories in use (MountOptions::open_dirs), or null. A handle names
+  // its object whatever its names become; a directory removed here has its handle closed inside
+  // the removal (removal_mu_), one removed behind the mount is found out by its link count.
+  std::unique_ptr<core::OpenDirCache> open_dirs_;
 
   Mutex dir_handles_mu_;  // taken alone
   std::unordered_map<const DirHandle*, std::unique_ptr<DirHandle>> dir_handles_

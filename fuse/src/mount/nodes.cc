@@ -21,13 +21,22 @@ std::shared_ptr<Inode> Filesystem::Get(uint64_t nodeid) const {
 void Filesystem::Forget(uint64_t nodeid, uint64_t n) {
   std::vector<std::shared_ptr<core::Node>> dropped;  // released outside the table's lock
   nodes_->Forget(nodeid, n, &dropped);
+  // Their kept directory handles go with them (one may name a directory removed behind the
+  // mount).
+  std::vector<Object> handles;
+  if (open_dirs_) {
+    for (const auto& node : dropped)
+      if (Object kept = open_dirs_->Close(*node)) handles.push_back(std::move(kept));
+  }
   // A node only this holds closes now: if it kept a removed object, never beside a rmdir on
   // the store (removal_mu_).
-  bool closes_removed = std::any_of(dropped.begin(), dropped.end(), [](const auto& node) {
-    return node.use_count() == 1 && node->keeps_removed.load(std::memory_order_acquire);
-  });
+  bool closes_removed =
+      !handles.empty() || std::any_of(dropped.begin(), dropped.end(), [](const auto& node) {
+        return node.use_count() == 1 && node->keeps_removed.load(std::memory_order_acquire);
+      });
   if (!closes_removed) return;
   ReaderLock closing(removal_mu_);
+  handles.clear();
   dropped.clear();
 }
 
@@ -38,7 +47,8 @@ NodeStats Filesystem::node_stats() const {
           handle_lookups_.load(std::memory_order_relaxed),
           getattrs_.load(std::memory_order_relaxed),
           getxattrs_.load(std::memory_order_relaxed),
-          lookups_.load(std::memory_order_relaxed)};
+          lookups_.load(std::memory_order_relaxed),
+          open_dirs_ ? open_dirs_->size() : 0};
 }
 
 void Filesystem::NoteSkippedName(const core::Node& dir, const std::string& stored,
@@ -72,12 +82,18 @@ uint64_t Filesystem::skipped_names() const {
 
 Result<Object> Filesystem::OpenInode(const core::Node& inode, struct stat* st_out) const {
   auto& node = const_cast<core::Node&>(inode);
+  if (&inode == root_.get()) {  // open for good
+    if (st_out != nullptr) {
+      SIGILFS_ASSIGN_OR_RETURN(*st_out, root_dir_->Stat(""));
+    }
+    return root_dir_;
+  }
   // A node is reached by path, so a name that went stale (its entry replaced behind our back)
   // would silently resolve to another object: check that what was opened is this node's
   // cipher inode, and drop names that no longer lead to it.
   for (;;) {
     std::string first;
-    if (&inode != root_.get()) {
+    {
       MutexLock lock(node.name_mu);
       if (node.names.empty()) {
         if (!node.removed) return Status(Code::kNotFound, "unlinked");
@@ -89,7 +105,20 @@ Result<Object> Filesystem::OpenInode(const core::Node& inode, struct stat* st_ou
       }
       first = node.names.front().stored;
     }
-    auto object = root_dir_->OpenObject(&inode == root_.get() ? "" : PathLocked(inode));
+    // A directory in use is kept open (exclusive mounts): its handle is the object itself.
+    if (open_dirs_ && inode.type == S_IFDIR) {
+      if (Object kept = open_dirs_->Find(inode)) {
+        if (st_out == nullptr) return kept;
+        auto st = kept->Stat("");
+        // Removed behind the mount: the path, walked again below, says where it went.
+        if (st.ok() && st->st_nlink > 0) {
+          *st_out = *st;
+          return kept;
+        }
+        (void)open_dirs_->Close(inode);
+      }
+    }
+    auto object = root_dir_->OpenObject(PathLocked(inode));
     if (!object.ok()) {
       const int e = object.status().sys_errno();
       if (e != ENOENT && e != ENOTDIR && e != ELOOP) return object.status();
@@ -98,9 +127,10 @@ Result<Object> Filesystem::OpenInode(const core::Node& inode, struct stat* st_ou
                (keeps_inode_numbers_ ? st->st_ino == inode.key_ino
                                      : (st->st_mode & S_IFMT) == inode.type)) {
       if (st_out != nullptr) *st_out = *st;
-      return Object(std::move(object).value());
+      Object found(std::move(object).value());
+      if (open_dirs_ && S_ISDIR(st->st_mode)) open_dirs_->Keep(node.shared_from_this(), found);
+      return found;
     }
-    if (&inode == root_.get()) return Status(Code::kIoError, "the cipher root moved");
     MutexLock lock(node.name_mu);
     if (!node.names.empty() && node.names.front().stored == first)
       node.names.erase(node.names.begin());  // stale: try the next name, if any

@@ -86,6 +86,7 @@ std::string MountStats(Filesystem& fs, const std::string& mountpoint,
   j["getattrs"] = nodes.getattrs;
   j["getxattrs"] = nodes.getxattrs;
   j["lookups"] = nodes.lookups;
+  j["open_dirs"] = nodes.open_dirs;
   return j.dump(2) + "\n";
 }
 

@@ -11,10 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <list>
-#include <map>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 
 #include "../daemon/libfuse.h"
@@ -22,6 +19,7 @@
 #include "../daemon/replies.h"
 #include "../daemon/session.h"
 #include "sigilfs/core/node_table.h"
+#include "sigilfs/core/open_dir_cache.h"
 #include "sigilfs/fuse/errno_map.h"
 #include "sigilfs/mutex.h"
 
@@ -38,7 +36,7 @@ class View {
  public:
   // At most `max_open_dirs` directory handles (a descriptor each) are kept open at once.
   View(std::unique_ptr<core::BackingDir> root, const struct stat& root_st, size_t max_open_dirs)
-      : max_open_dirs_(max_open_dirs), root_(std::move(root)), table_(root_st, TableOptions()) {}
+      : root_(std::move(root)), table_(root_st, TableOptions()), open_dirs_(max_open_dirs) {}
 
   core::BackingDir& root() { return *root_; }
 
@@ -46,8 +44,7 @@ class View {
   std::shared_ptr<core::BackingDir> DirOf(fuse_ino_t ino) {
     std::shared_ptr<core::Node> node = table_.Known(ino);
     if (node == nullptr) return nullptr;
-    MutexLock lock(mu_);
-    return OpenLocked(node);
+    return Open(node);
   }
 
   // The store and name through which node `ino` is reached: a directory itself (empty name),
@@ -59,14 +56,13 @@ class View {
   std::optional<Reach> ReachOf(fuse_ino_t ino) {
     std::shared_ptr<core::Node> node = table_.Known(ino);
     if (node == nullptr) return std::nullopt;
-    MutexLock lock(mu_);
     if (node->type == S_IFDIR) {
-      auto dir = OpenLocked(node);
+      auto dir = Open(node);
       if (dir == nullptr) return std::nullopt;
       return Reach{std::move(dir), ""};
     }
     core::Node::Name name = FirstName(*node);
-    auto dir = name.parent == nullptr ? nullptr : OpenLocked(name.parent);
+    auto dir = name.parent == nullptr ? nullptr : Open(name.parent);
     if (dir == nullptr) return std::nullopt;
     return Reach{std::move(dir), std::move(name.stored)};
   }
@@ -81,9 +77,11 @@ class View {
     if (parent == nullptr || parent->type != S_IFDIR)
       return Status::FromErrno(ESTALE, "a forgotten directory");
     std::shared_ptr<core::Node> node = table_.Intern(st, parent, name, {});
-    MutexLock lock(mu_);
-    Close(*node);  // what the name is now
-    if (dir != nullptr) Keep(node, std::move(dir));
+    // What the name is now: a handle opened before is of what it was.
+    if (dir != nullptr)
+      open_dirs_.Keep(node, std::move(dir));
+    else
+      (void)open_dirs_.Close(*node);
     return node;
   }
 
@@ -92,8 +90,7 @@ class View {
   void Forget(fuse_ino_t ino, uint64_t n) {
     std::vector<std::shared_ptr<core::Node>> dropped;
     table_.Forget(ino, n, &dropped);
-    MutexLock lock(mu_);
-    for (const std::shared_ptr<core::Node>& node : dropped) Close(*node);
+    for (const std::shared_ptr<core::Node>& node : dropped) (void)open_dirs_.Close(*node);
   }
 
  private:
@@ -103,62 +100,32 @@ class View {
     return options;
   }
 
-  // A directory's handle kept open, and its place among the open ones.
-  struct OpenDir {
-    std::shared_ptr<core::BackingDir> dir;
-    std::list<std::shared_ptr<core::Node>>::iterator at;
-  };
-
   static core::Node::Name FirstName(const core::Node& node) {
     MutexLock lock(node.name_mu);
     return node.names.empty() ? core::Node::Name{} : node.names.front();
   }
 
   // A directory node's handle, opened again through its parents if it was closed (null if
-  // that fails: the directory is gone).
-  std::shared_ptr<core::BackingDir> OpenLocked(const std::shared_ptr<core::Node>& node)
-      SIGILFS_REQUIRES(mu_) {
+  // that fails: the directory is gone). Nodes dropped from the table meanwhile (Intern replaces
+  // a node whose object changed) are not asked for again: their handles fall out of the cache.
+  std::shared_ptr<core::BackingDir> Open(const std::shared_ptr<core::Node>& node) {
     if (node->type != S_IFDIR) return nullptr;
     if (node == table_.root()) return root_;
-    if (auto it = open_.find(node.get()); it != open_.end()) {
-      open_order_.splice(open_order_.begin(), open_order_, it->second.at);  // recently used
-      return it->second.dir;
-    }
+    if (auto dir = open_dirs_.Find(*node)) return dir;
     core::Node::Name name = FirstName(*node);
     if (name.parent == nullptr) return nullptr;
-    auto parent = OpenLocked(name.parent);
+    auto parent = Open(name.parent);
     if (parent == nullptr) return nullptr;
     auto opened = parent->OpenDir(name.stored);
     if (!opened.ok()) return nullptr;
     std::shared_ptr<core::BackingDir> dir = std::move(opened).value();
-    Keep(node, dir);
+    open_dirs_.Keep(node, dir);
     return dir;
   }
 
-  // Holds `dir` as `node`'s handle, closing the least recently used beyond the bound.
-  void Keep(const std::shared_ptr<core::Node>& node, std::shared_ptr<core::BackingDir> dir)
-      SIGILFS_REQUIRES(mu_) {
-    open_order_.push_front(node);
-    open_[node.get()] = OpenDir{std::move(dir), open_order_.begin()};
-    while (open_order_.size() > max_open_dirs_) Close(*open_order_.back());
-  }
-
-  // Drops `node`'s handle (calls in flight keep theirs).
-  void Close(const core::Node& node) SIGILFS_REQUIRES(mu_) {
-    auto it = open_.find(&node);
-    if (it == open_.end()) return;
-    auto at = it->second.at;
-    open_.erase(it);
-    open_order_.erase(at);  // last: it may hold the last reference to the node
-  }
-
-  const size_t max_open_dirs_;
-  const std::shared_ptr<core::BackingDir> root_;  // open for good, outside open_
+  const std::shared_ptr<core::BackingDir> root_;  // open for good, outside open_dirs_
   core::NodeTable table_;
-  Mutex mu_;  // before the nodes' name locks
-  std::unordered_map<const core::Node*, OpenDir> open_ SIGILFS_GUARDED_BY(mu_);
-  // Directory nodes whose handles are open, the most recently used first.
-  std::list<std::shared_ptr<core::Node>> open_order_ SIGILFS_GUARDED_BY(mu_);
+  core::OpenDirCache open_dirs_;  // the other directories' handles in use
 };
 
 using Req = Request<View>;

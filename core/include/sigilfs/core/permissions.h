@@ -54,9 +54,11 @@ Status FinishNew(Tree& tree, BackingDir& object, const NewModes& modes,
 // An access ACL sets the mode it stands for and is not stored if that mode says it all; the
 // set-group-ID bit goes unless the caller is in the file's group (posix_acl_update_mode).
 // Without `acls` (none kept), or on a special file, only an ACL a mode can say is taken, as
-// that mode (EOPNOTSUPP otherwise).
+// that mode (EOPNOTSUPP otherwise). `known_absent`: `name` is known not to be stored
+// (KnownAbsentAcls), so an ACL the mode says costs no removal.
 Status SetAcl(Tree& tree, BackingDir& object, const struct stat& st, std::string_view name,
-              const acl::Acl& value, int flags, bool acls, const InGroup& in_group);
+              const acl::Acl& value, int flags, bool acls, const InGroup& in_group,
+              bool known_absent = false);
 // Removes ACL `name` of `object` (`st`); none there, or a special file's, is no error.
 Status RemoveAcl(Tree& tree, BackingDir& object, const struct stat& st, std::string_view name);
 // chmod of `object` (of type `type`) to permission bits `mode`: with `acls`, an access ACL's

@@ -70,6 +70,12 @@ struct TreeOptions {
   std::function<void(const std::string&)> log;
 };
 
+// What a caller of Tree::StoreAcl knows of the object already.
+struct AclKnown {
+  const struct stat* st = nullptr;  // its attributes as they are now
+  bool absent = false;              // the ACL is not stored (KnownAbsentAcls): no removal
+};
+
 // Entry names are plaintext: one component, never empty, "." or "..", without '/' or NUL
 // (kInvalidArgument, EINVAL), at most 255 bytes (kNameTooLong). An empty name in a call that
 // takes one means the directory itself. Errors are BackingDir's (the POSIX errnos), and a call
@@ -309,9 +315,10 @@ class Tree {
   // A POSIX ACL (`attr`: system.posix_acl_access or system.posix_acl_default, the kernel's
   // value form) stored on `object`, or removed (`value` null; none there is no error), and then
   // the object's permission bits set to `mode`: an ACL and the mode it implies change together.
-  // The policy (which mode an ACL implies, sigilfs/core/acl.h) is the caller's.
+  // The policy (which mode an ACL implies, sigilfs/core/acl.h) is the caller's. `known` spares
+  // the store calls that would tell what the caller knows already.
   Status StoreAcl(BackingDir& object, std::string_view attr, const std::vector<uint8_t>* value,
-                  int flags, mode_t mode);
+                  int flags, mode_t mode, AclKnown known = {});
 
   Result<struct statvfs> StatFs();
 
