@@ -167,11 +167,29 @@ Status Tree::RunFinish(const Dir& dir, const std::string& stored, const Finish& 
   return finish(*object);
 }
 
+Result<struct stat> Tree::StatBeforeRemoval(const Dir& dir, const EntryName& name,
+                                            const std::string& stored, const Removed* removed,
+                                            std::unique_ptr<BackingDir>* opened) {
+  if (removed != nullptr && removed->keep) {
+    if (auto object = dir.backing().OpenObject(stored); object.ok()) {
+      if (auto st = (*object)->Stat(""); st.ok()) {
+        *opened = std::move(object).value();
+        return st;
+      }
+    }
+  }
+  return Lstat(dir, name, stored);  // and the error named, if there is none
+}
+
 void Tree::KeepBeforeRemoval(const Dir& dir, const std::string& stored, const struct stat& st,
-                             Removed* removed) {
+                             Removed* removed, std::unique_ptr<BackingDir> opened) {
   if (removed == nullptr) return;
   removed->st = st;
   if (!removed->keep || !removed->keep(st)) return;
+  if (opened) {  // the object `st` was read from
+    removed->object = std::move(opened);
+    return;
+  }
   // Out of descriptors, or replaced meanwhile: nothing kept, as if not asked.
   auto object = dir.backing().OpenObject(stored);
   if (!object.ok()) return;
@@ -398,11 +416,12 @@ Status Tree::Link(const Dir& dir, const EntryName& name, const Dir& to, const En
 
 Status Tree::Unlink(const Dir& dir, const EntryName& name, Removed* removed) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
+  std::unique_ptr<BackingDir> opened;
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, StatBeforeRemoval(dir, name, stored, removed, &opened));
   if (IsDir(st)) return Errno(EISDIR, "unlink of a directory");
   std::string target = volume_.TargetToRelease(dir.backing(), stored, st);
   LongNameLock lock(*this, stored);
-  KeepBeforeRemoval(dir, stored, st, removed);
+  KeepBeforeRemoval(dir, stored, st, removed, std::move(opened));
   if (Status s = dir.backing().Unlink(stored); !s.ok()) {
     if (removed != nullptr) removed->object.reset();
     return Named(s, dir, name);
@@ -417,10 +436,11 @@ Status Tree::Unlink(const Dir& dir, const EntryName& name, Removed* removed) {
 
 Status Tree::RemoveDir(const Dir& dir, const EntryName& name, Removed* removed) {
   SIGILFS_ASSIGN_OR_RETURN(std::string stored, Stored(dir, name));
-  SIGILFS_ASSIGN_OR_RETURN(struct stat st, Lstat(dir, name, stored));
+  std::unique_ptr<BackingDir> opened;
+  SIGILFS_ASSIGN_OR_RETURN(struct stat st, StatBeforeRemoval(dir, name, stored, removed, &opened));
   if (!IsDir(st)) return Errno(ENOTDIR, "rmdir of a non-directory");
   LongNameLock lock(*this, stored);
-  KeepBeforeRemoval(dir, stored, st, removed);
+  KeepBeforeRemoval(dir, stored, st, removed, std::move(opened));
   if (Status s = volume_.RemoveDirectory(dir.backing(), stored); !s.ok()) {
     if (removed != nullptr) removed->object.reset();
     return Named(s, dir, name);

@@ -347,9 +347,17 @@ class Tree {
   static Status RunFinish(const Dir& dir, const std::string& stored, const Finish& finish);
   // RunFinish, and on a failure the new non-directory removed with its side files.
   Status FinishOrRemove(const Dir& dir, const std::string& stored, const Finish& finish);
-  // Before removing entry `stored` (`st`): the handle and target `removed` asks to keep.
+  // The attributes of entry `name` (`stored`) of `dir` before its removal. Where `removed` may
+  // keep the object, they are read from a handle opened on it, left in `opened` for
+  // KeepBeforeRemoval: one store call fewer than a stat of the name and a handle checked
+  // against it.
+  Result<struct stat> StatBeforeRemoval(const Dir& dir, const EntryName& name,
+                                        const std::string& stored, const Removed* removed,
+                                        std::unique_ptr<BackingDir>* opened);
+  // Before removing entry `stored` (`st`): the handle and target `removed` asks to keep; `opened`,
+  // if given, is a handle on it already (StatBeforeRemoval).
   void KeepBeforeRemoval(const Dir& dir, const std::string& stored, const struct stat& st,
-                         Removed* removed);
+                         Removed* removed, std::unique_ptr<BackingDir> opened = nullptr);
   // A long name's side file is made before its entry and removed after it: a create and a
   // removal of one long name must not interleave, or the removal takes the side file the new
   // entry needs. These locks (by the stored name's hash; none for a short name) keep them apart.
