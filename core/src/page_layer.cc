@@ -160,13 +160,14 @@ PageLayer::PageLayer(crypt::AeadAlgorithm algorithm, ByteSpan content_key, PageL
 PageLayer::~PageLayer() = default;
 
 Result<std::unique_ptr<FileContents>> PageLayer::Open(std::unique_ptr<BackingFile> backing,
-                                                      std::string label) {
+                                                      std::string label,
+                                                      std::optional<uint64_t> cipher_size) {
   std::unique_ptr<FileContents> f(new FileContents(*this, std::move(backing), std::move(label)));
   if (options_.shared) {
     // Loaded under the cipher file's lock, which keeps out a writer in another process.
     FileContents::Section section(*f, FileLock::kShared);
     SIGILFS_RETURN_IF_ERROR(section.status());
-  } else {
+  } else if (!cipher_size || *cipher_size != 0) {  // empty: Load would find no header, no data
     WriterLock lock(f->mu_);  // nobody else has it yet; held so the checker sees Load's rules
     SIGILFS_RETURN_IF_ERROR(f->Load());
   }

@@ -562,8 +562,9 @@ Result<Tree::NewFile> Tree::MakeFile(const Dir& dir, const EntryName& name, mode
 }
 
 Result<std::unique_ptr<FileContents>> Tree::Contents(std::unique_ptr<BackingFile> file,
-                                                     std::string label) const {
-  return volume_.pages().Open(std::move(file), std::move(label));
+                                                     std::string label,
+                                                     std::optional<uint64_t> cipher_size) const {
+  return volume_.pages().Open(std::move(file), std::move(label), cipher_size);
 }
 
 Result<std::unique_ptr<FileContents>> Tree::CreateFile(const Dir& dir, const EntryName& name,

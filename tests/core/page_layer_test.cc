@@ -113,6 +113,30 @@ TEST_P(PageLayerTest, SizesRoundTripThroughReopen) {
   }
 }
 
+// A file its caller just made and knows empty is opened without reading it; its first
+// write-back stores the header and the first units in one write, and the file reads back.
+TEST_P(PageLayerTest, ANewFileKnownEmptyIsStoredWithItsHeaderInOneWrite) {
+  const auto data = Pattern(5000, 3);
+  {
+    auto recording = std::make_unique<RecordingBackingFile>(backend_.Open("a"));
+    RecordingBackingFile* rec = recording.get();
+    auto opened = layer_->Open(std::move(recording), "a", /*cipher_size=*/0);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    auto f = std::move(opened).value();
+    EXPECT_EQ(f->size(), 0u);
+    WriteAll(*f, 0, data);
+    ASSERT_TRUE(f->Flush().ok());
+    const auto writes = rec->writes();
+    ASSERT_EQ(writes.size(), 1u) << "the header with the units";
+    EXPECT_EQ(writes[0].offset, 0u);
+    EXPECT_EQ(writes[0].length, layer_->geometry().CipherSize(data.size()));
+  }
+  auto known = layer_->Open(backend_.Open("a"), "a", layer_->geometry().CipherSize(data.size()));
+  ASSERT_TRUE(known.ok()) << known.status().ToString();
+  EXPECT_EQ(ReadAll(**known), data) << "a size that is not zero is read as before";
+  EXPECT_EQ(ReadAll(*Open("a")), data);
+}
+
 TEST_P(PageLayerTest, CipherTextHidesPlaintext) {
   std::vector<uint8_t> data(3 * 4096, 'Q');
   {

@@ -270,7 +270,9 @@ Result<Entry> Filesystem::DoCreate(Inode& parent, const std::string& name, mode_
   {
     MutexLock lock(inode->mu);
     if (!inode->contents) {
-      auto contents = tree_->Contents(std::move(made.file), "file " + std::to_string(st.st_ino));
+      // A file this create made is as `st` says (empty), read just now.
+      auto contents = tree_->Contents(std::move(made.file), "file " + std::to_string(st.st_ino),
+                                      created ? std::optional<uint64_t>(st.st_size) : std::nullopt);
       if (!contents.ok()) {
         failed = contents.status();
       } else {

@@ -110,9 +110,12 @@ class PageLayer {
   PageLayer(const PageLayer&) = delete;
   PageLayer& operator=(const PageLayer&) = delete;
 
-  // Opens the contents of one cipher file. `label` names it in error messages.
+  // Opens the contents of one cipher file. `label` names it in error messages. `cipher_size`:
+  // the file's size as its caller just read it (a file it made): an empty file, where no other
+  // writer shares the store, is not read again.
   Result<std::unique_ptr<FileContents>> Open(std::unique_ptr<BackingFile> backing,
-                                             std::string label);
+                                             std::string label,
+                                             std::optional<uint64_t> cipher_size = std::nullopt);
 
   const PageLayerOptions& options() const { return options_; }
   const PageCounters& counters() const { return counters_; }

@@ -272,9 +272,11 @@ class Tree {
   Result<NewFile> MakeFile(const Dir& dir, const EntryName& name, mode_t mode, bool exclusive,
                            bool keep_atime = false, const Finish& finish = {});
   // The contents of a regular file the caller opened (NewFile::file, or BackingDir::OpenFile
-  // on a handle it holds) through the page layer; `label` names it in errors.
-  Result<std::unique_ptr<FileContents>> Contents(std::unique_ptr<BackingFile> file,
-                                                 std::string label) const;
+  // on a handle it holds) through the page layer; `label` names it in errors. `cipher_size`, if
+  // given, is the cipher file's size as the caller just read it (PageLayer::Open).
+  Result<std::unique_ptr<FileContents>> Contents(
+      std::unique_ptr<BackingFile> file, std::string label,
+      std::optional<uint64_t> cipher_size = std::nullopt) const;
   // Regular files: made (kExists if present and `exclusive`, else the existing one opened), or
   // opened (for writing or not), through the page layer.
   Result<std::unique_ptr<FileContents>> CreateFile(const Dir& dir, const EntryName& name,
