@@ -54,7 +54,8 @@ class OrderedWrite {
   // the sealed units are built in `buffer`, grown as needed and kept for the next batch.
   // `header`, if given (a new file's, when the batch begins with its first page), is written
   // at offset 0 in the same call as the first units, which follow it: a new file costs one
-  // write, not two, and never has units without its header.
+  // write, not two, and never has units without its header. The first write of such a batch
+  // always begins at the first unit, so a batch that succeeds has written it.
   Outcome Run(std::span<const PageToSeal> pages, uint64_t last_index, uint64_t stored_end,
               std::vector<uint8_t>& buffer, ByteSpan header = {});
 

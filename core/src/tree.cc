@@ -767,11 +767,10 @@ Status Tree::StoreAcl(BackingDir& object, std::string_view attr, const std::vect
   Status s = Status::Ok();
   if (value != nullptr) {
     s = WriteXattr(object, "", attr, *value, flags);
-  } else if (known.absent) {
-    // Nothing stored to remove.
-  } else if (Status removed = DeleteXattr(object, "", attr);
-             !removed.ok() && removed.sys_errno() != ENODATA) {
-    s = removed;
+  } else if (!known.absent) {  // else nothing is stored to remove
+    if (Status removed = DeleteXattr(object, "", attr);
+        !removed.ok() && removed.sys_errno() != ENODATA)
+      s = removed;
   }
   if (!s.ok()) {
     if (lend) (void)object.SetMode("", current);

@@ -182,13 +182,7 @@ Status FileContents::StoreDirtyLocked(DirectRun* direct) {
   const OrderedWrite::Outcome outcome =
       writer.Run(pages, PageGeometry::PageCount(batch.new_size) - 1,
                  g.CipherSize(batch.old_disk_size), wb_cipher_, header_with_units);
-  if (outcome.header_written) {
-    Count(PageCounter::kBackingBytesWritten, header.size());
-  } else if (outcome.status.ok() && !header_with_units.empty()) {
-    // Every unit written, none at the header's end (the first unit always is): never a file
-    // without its header.
-    SIGILFS_RETURN_IF_ERROR(WriteNewHeader(*batch.key));
-  }
+  if (outcome.header_written) Count(PageCounter::kBackingBytesWritten, header.size());
   Count(PageCounter::kPagesEncrypted, pages.size());
   if (!outcome.status.ok()) {
     UndoFailedWrite(batch, direct, outcome.last_begun);
